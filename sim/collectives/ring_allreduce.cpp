@@ -1,0 +1,124 @@
+#include "sim/collectives/ring_allreduce.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/fabric/gpu_selection.hpp"
+
+namespace rocesim::collectives {
+namespace {
+
+constexpr Param kRingParams[] = {
+    engine::kWorkloadTypeParam,
+    engine::kWorkloadNameParam,
+    engine::kWorkloadStartParam,
+    engine::kWorkloadAfterParam,
+    {.key = "ranks",
+     .type = ParamType::Any,
+     .fallback = "all",
+     .help = "GPUs of the ring, in ring order",
+     .choices = "GPU selection"},
+    {.key = "bytes",
+     .type = ParamType::Bytes,
+     .help = "buffer size S per rank",
+     .check = Check::Positive},
+    engine::kQpsParam,
+    engine::kQpModeParam,
+    engine::kMessageSizeParam,
+};
+
+}  // namespace
+
+const ParamTable kRingAllReduceTable{
+    "workload (type: ring_allreduce)",
+    "Plain ring AllReduce (reduce-scatter then all-gather, one flow per step).", kRingParams};
+
+RingAllReduce::RingAllReduce(std::string name, std::vector<fabric::NodeId> ranks, Bytes bytes,
+                             engine::ConnectionSpec conn)
+    : Workload(std::move(name)), ranks_(std::move(ranks)), bytes_(bytes), conn_(conn) {
+  ROCESIM_CHECK(ranks_.size() >= 2, "a ring needs two ranks");
+}
+
+Bytes RingAllReduce::step_bytes(size_t rank, size_t step) const {
+  // Chunk c has floor(S/n) bytes, plus one for the first S mod n chunks.
+  const size_t n = ranks_.size();
+  const size_t chunk = (rank + n - step % n) % n;
+  const int64_t base = bytes_.count() / static_cast<int64_t>(n);
+  const int64_t extra = bytes_.count() % static_cast<int64_t>(n);
+  return Bytes(base + (static_cast<int64_t>(chunk) < extra ? 1 : 0));
+}
+
+void RingAllReduce::start(engine::Simulation& sim, engine::WorkloadId id) {
+  const size_t n = ranks_.size();
+  next_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    next_[i] = sim.connect(ranks_[i], ranks_[(i + 1) % n], conn_);
+  }
+  sent_.assign(n, 0);
+  received_.assign(n, 0);
+  busy_.assign(n, 0);
+  ranks_done_ = 0;
+  for (size_t i = n; i-- > 0;)
+    ready_.push_back(i);
+  drain(sim, id);
+}
+
+void RingAllReduce::step_done(size_t rank) {
+  const size_t succ = (rank + 1) % ranks_.size();
+  ++sent_[rank];
+  ++received_[succ];
+  // A rank is done once it has sent and received all its steps; exactly one of the two
+  // counters moves per rank here, so each rank is counted once.
+  if (sent_[rank] == steps() && received_[rank] == steps()) ++ranks_done_;
+  if (received_[succ] == steps() && sent_[succ] == steps()) ++ranks_done_;
+  ready_.push_back(succ);
+  ready_.push_back(rank);
+}
+
+void RingAllReduce::drain(engine::Simulation& sim, engine::WorkloadId id) {
+  while (!ready_.empty()) {
+    if (ranks_done_ == ranks_.size()) {
+      ready_.clear();
+      sim.finish(id);
+      return;
+    }
+    const size_t rank = ready_.back();
+    ready_.pop_back();
+    const uint32_t k = sent_[rank];
+    // Step 0 needs no input; step k needs the predecessor's step k-1.
+    if (busy_[rank] || k >= steps() || (k > 0 && received_[rank] < k)) continue;
+    const Bytes b = step_bytes(rank, k);
+    if (b.count() == 0) {
+      step_done(rank);  // S < n: an empty chunk costs nothing
+      continue;
+    }
+    busy_[rank] = 1;
+    sim.transfer(id, next_[rank], b, rank);
+  }
+  if (ranks_done_ == ranks_.size()) sim.finish(id);
+}
+
+void RingAllReduce::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) {
+  const auto rank = static_cast<size_t>(tag);
+  busy_[rank] = 0;
+  step_done(rank);
+  drain(sim, id);
+}
+
+void RingAllReduce::figures(engine::WorkloadFigures& out, Time duration) const {
+  const double n = static_cast<double>(ranks_.size());
+  const double algbw = bytes_.as_double() / duration.in_seconds();
+  out.add("ranks", n);
+  out.add("algbw_gbps", algbw * 8e-9);
+  out.add("busbw_gbps", algbw * 2 * (n - 1) / n * 8e-9);
+}
+
+std::unique_ptr<engine::Workload> make_ring_allreduce(const engine::WorkloadInput& in) {
+  std::vector<fabric::NodeId> ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
+  if (ranks.size() < 2) {
+    in.spec.fail("ranks", "at least 2 GPUs", fmt::format("{}", ranks.size()));
+  }
+  return std::make_unique<RingAllReduce>(in.name, std::move(ranks), in.spec.bytes("bytes"),
+                                         engine::read_connection_spec(in.spec));
+}
+
+}  // namespace rocesim::collectives

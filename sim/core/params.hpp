@@ -1,0 +1,142 @@
+// Parameters are declared once, in a table next to the code that uses them: key, type, default
+// (or required), help with unit, legal values and a range check. The same table
+//  * validates a scenario section (unknown keys, wrong types, missing units, bad ranges) with the
+//    file:line:col of the offending value,
+//  * fills in defaults,
+//  * produces the effective configuration echoed into results.h5, and
+//  * generates the scenario reference (docs/scenario.md, `rocesim schema`).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/config.hpp"
+#include "sim/core/units.hpp"
+
+namespace rocesim {
+
+enum class ParamType {
+  Integer,    // whole number
+  Number,     // real number
+  Boolean,    // true | false
+  String,     // free text
+  Choice,     // one of `choices` ("a|b|c")
+  Bytes,      // size with unit: 4MiB
+  Time,       // time with unit: 1.5us
+  Bandwidth,  // rate with unit: 400Gbps
+  Section,    // a mapping described by the table named in `choices`; fallback "{}" = optional
+  List,       // a list; its items are described by the table named in `choices` (if any)
+  Any,        // checked by the reading code (e.g. a rank selection); `choices` documents it
+};
+
+enum class Check {
+  None,
+  Positive,     // > 0
+  NonNegative,  // >= 0
+  Fraction,     // 0 < x <= 1
+};
+
+struct Param {
+  std::string_view key;
+  ParamType type = ParamType::String;
+  std::string_view fallback{};  // default as scenario text; empty: required unless `optional`
+  std::string_view help{};
+  std::string_view choices{};
+  Check check = Check::None;
+  bool optional = false;  // may be absent and has no default
+
+  bool required() const { return fallback.empty() && !optional; }
+};
+
+struct ParamTable {
+  std::string_view name;  // e.g. "topology (type: clos)"
+  std::string_view help;
+  std::span<const Param> params;
+
+  const Param* find(std::string_view key) const;
+};
+
+/// Collects, for every mapping read through a table, the mapping with its defaults filled in, and
+/// assembles the effective scenario that results.h5 echoes back.
+class EffectiveConfig {
+ public:
+  void record(ConfigNode effective_map);
+  /// The written tree with every recorded mapping replaced by its effective form.
+  ConfigNode assemble(const ConfigNode& written) const;
+
+ private:
+  std::map<std::string, ConfigNode> by_path_;
+};
+
+/// Reads one mapping of a scenario against its table. Construction checks the shape (a mapping,
+/// no unknown keys, all required keys present); the typed getters parse, range-check and fall
+/// back to defaults. Every failure is an InputError located at the offending text.
+class ParamReader {
+ public:
+  ParamReader(const ConfigNode& node, const ParamTable& table, EffectiveConfig* sink = nullptr);
+
+  /// Reader for the Section `key` against `table`, sharing the sink. A Section declared with
+  /// fallback "{}" may be absent: the reader then sees an empty mapping and applies defaults.
+  ParamReader section(std::string_view key, const ParamTable& table) const;
+  /// Reader for any mapping below this one (e.g. an item of a List), sharing the sink.
+  ParamReader child(const ConfigNode& node, const ParamTable& table) const;
+  EffectiveConfig* sink() const { return sink_; }
+
+  /// True when the key was written in the scenario (not defaulted).
+  bool has(std::string_view key) const;
+
+  int64_t integer(std::string_view key) const;
+  double number(std::string_view key) const;
+  bool boolean(std::string_view key) const;
+  std::string string(std::string_view key) const;
+  std::string choice(std::string_view key) const;
+  Bytes bytes(std::string_view key) const;
+  Time time(std::string_view key) const;
+  Bandwidth bandwidth(std::string_view key) const;
+  /// A Section, List or Any value as written. Throws if absent (check `has` first for optional).
+  const ConfigNode& node(std::string_view key) const;
+  /// Any value as written, or its default as a scalar (for Any-typed keys with a fallback).
+  ConfigNode value(std::string_view key) const;
+
+  /// Location of the value of `key` (or of the mapping when the key is absent).
+  SourceLocation where(std::string_view key) const;
+  std::string path(std::string_view key) const { return config_path(node_.path(), key); }
+  const ConfigNode& self() const { return node_; }
+  const ParamTable& table() const { return table_; }
+
+  /// Raise a located InputError about `key`, for checks that involve several values.
+  [[noreturn]] void fail(std::string_view key, std::string expected, std::string found) const;
+
+  /// The mapping as written plus every scalar default, in table order; Sections and Lists are
+  /// copied as written (their readers add their own defaults).
+  ConfigNode effective() const;
+
+ private:
+  ParamReader(std::shared_ptr<const ConfigNode> owned, const ParamTable& table,
+              EffectiveConfig* sink);
+  const Param& param(std::string_view key, ParamType type) const;
+  /// The scalar text for key (written or default); nullptr only for absent optional keys.
+  const ConfigNode* scalar_node(const Param& p, ConfigNode& storage) const;
+  template <typename T>
+  void check_range(const Param& p, const ConfigNode& n, T value) const;
+
+  std::shared_ptr<const ConfigNode> owned_;  // an absent Section read with its defaults
+  const ConfigNode& node_;
+  const ParamTable& table_;
+  EffectiveConfig* sink_ = nullptr;
+};
+
+/// Describes a table as Markdown (a heading, its help, one row per key) for docs/scenario.md.
+std::string table_markdown(const ParamTable& table);
+std::string_view param_type_name(ParamType type);
+
+/// Parsers for scalar text shared with code that reads values outside a table (e.g. CSV files).
+int64_t parse_integer(const ConfigNode& n);
+double parse_number(const ConfigNode& n);
+
+}  // namespace rocesim

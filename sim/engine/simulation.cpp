@@ -1,0 +1,277 @@
+#include "sim/engine/simulation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace rocesim::engine {
+
+void Workload::on_timer(Simulation&, WorkloadId, uint64_t) {}
+void Workload::figures(WorkloadFigures&, Time) const {}
+
+void Observer::on_qp_routed(QpIndex, routing::PathId) {}
+void Observer::on_flow_delivered(const FlowRecord&) {}
+void Observer::on_workload_done(WorkloadId, Time, Time) {}
+
+Simulation::Simulation(const fabric::Fabric& f, routing::Router& router, network::NetworkModel& net,
+                       const SimulationConfig& config)
+    : fabric_(f),
+      router_(router),
+      net_(net),
+      config_(config),
+      qp_alloc_(f, config.seed, config.source_port) {
+  ROCESIM_CHECK(f.sealed(), "simulations run on sealed fabrics");
+}
+
+Simulation::~Simulation() = default;
+
+WorkloadId Simulation::add_workload(std::unique_ptr<Workload> w, Time start_at,
+                                    std::vector<WorkloadId> after) {
+  const auto id = static_cast<WorkloadId>(workloads_.size());
+  for (WorkloadId a : after)
+    ROCESIM_CHECK(a < id, "a workload may only wait on earlier ones");
+  WorkloadState s;
+  s.workload = std::move(w);
+  s.start_at = start_at;
+  s.waiting = static_cast<uint32_t>(after.size());
+  s.after = std::move(after);
+  for (WorkloadId a : s.after)
+    workloads_[a].dependents.push_back(id);
+  workloads_.push_back(std::move(s));
+  return id;
+}
+
+void Simulation::set_progress(std::function<void(const Progress&)> cb, double interval_seconds) {
+  progress_ = std::move(cb);
+  progress_interval_ = interval_seconds;
+}
+
+ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
+                                 const ConnectionSpec& spec, std::span<const fabric::NodeId> via) {
+  const uint32_t qps = spec.qps;
+  ROCESIM_CHECK(qps >= 1, "a connection needs at least one QP");
+  ROCESIM_CHECK(spec.message_bytes >= 0, "message size cannot be negative");
+  ROCESIM_CHECK(src_gpu != dst_gpu, "a connection joins two different GPUs");
+  const fabric::Node& s = fabric_.node(src_gpu);
+  const fabric::Node& d = fabric_.node(dst_gpu);
+  ROCESIM_CHECK(s.kind == fabric::NodeKind::Gpu && d.kind == fabric::NodeKind::Gpu,
+                "connections join GPUs");
+  const auto id = static_cast<ConnectionId>(connections_.size());
+  Connection c{src_gpu,
+               dst_gpu,
+               static_cast<QpIndex>(qps_.size()),
+               qps,
+               0,
+               spec.mode,
+               spec.message_bytes,
+               static_cast<uint32_t>(via_.size()),
+               0};
+  via_.insert(via_.end(), via.begin(), via.end());
+  c.via_end = static_cast<uint32_t>(via_.size());
+  const bool nvlink = s.server == d.server && via.empty();
+  if (nvlink) {
+    c.qps = 1;  // one NVLink channel; QPs are a NIC concept
+    qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone});
+  } else {
+    const fabric::NodeId src_nic = fabric_.nic_of_gpu(src_gpu);
+    const fabric::NodeId dst_nic = fabric_.nic_of_gpu(dst_gpu);
+    for (uint32_t q = 0; q < qps; ++q) {
+      const fabric::QpAllocator::Qp qp = qp_alloc_.open(src_nic, dst_nic);
+      qps_.push_back(QpInfo{id, qp_alloc_.key(fabric_, src_nic, dst_nic, qp), fabric::kNone});
+    }
+  }
+  connections_.push_back(c);
+  return id;
+}
+
+routing::PathId Simulation::path_of(QpIndex qp) {
+  QpInfo& info = qps_[qp];
+  if (info.path == fabric::kNone) {
+    const Connection& c = connections_[info.connection];
+    routing::RouteRequest req;
+    req.src = c.src;
+    req.dst = c.dst;
+    req.key = info.key;
+    req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
+    router_.route(req, route_scratch_);
+    info.path = paths_.add(fabric_, route_scratch_);
+    for (Observer* o : observers_)
+      o->on_qp_routed(qp, info.path);
+  }
+  return info.path;
+}
+
+void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
+  const routing::PathId p = path_of(qp);
+  const network::FlowHandle h = net_.start(paths_.links(p), static_cast<double>(bytes), now_);
+  if (h >= running_.size()) running_.resize(h + 1);
+  running_[h] = Running{transfer, qp, next_flow_id_++, bytes, now_};
+}
+
+void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag) {
+  ROCESIM_CHECK(bytes.count() > 0, "a transfer moves at least one byte");
+  Connection& conn = connections_.at(c);
+  uint32_t slot;
+  if (!free_transfers_.empty()) {
+    slot = free_transfers_.back();
+    free_transfers_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(transfers_.size());
+    transfers_.emplace_back();
+  }
+  // Bytes per QP for this transfer.
+  const int64_t total = bytes.count();
+  qp_bytes_.assign(conn.qps, 0);
+  if (conn.qps == 1) {
+    qp_bytes_[0] = total;
+  } else if (conn.mode == QpMode::Split) {
+    // Every message split evenly; overall that is an even split, the first (total mod qps)
+    // QPs carrying one byte more.
+    for (uint32_t q = 0; q < conn.qps; ++q) {
+      qp_bytes_[q] = total / conn.qps + (q < static_cast<uint64_t>(total % conn.qps) ? 1 : 0);
+    }
+  } else {
+    // Whole messages, each to the next QP in turn; the round-robin position carries over from
+    // one transfer to the next, as on a NIC.
+    const int64_t m = conn.message_bytes > 0 ? conn.message_bytes : total;
+    const int64_t messages = (total + m - 1) / m;
+    const int64_t rounds = messages / conn.qps;
+    const auto rest = static_cast<uint32_t>(messages % conn.qps);
+    for (uint32_t i = 0; i < conn.qps; ++i) {
+      qp_bytes_[(conn.next + i) % conn.qps] = rounds * m + (i < rest ? m : 0);
+    }
+    // The last message is short: take the difference off the QP that carries it.
+    const uint32_t last = static_cast<uint32_t>((conn.next + messages - 1) % conn.qps);
+    qp_bytes_[last] -= messages * m - total;
+    conn.next = static_cast<uint32_t>((conn.next + messages) % conn.qps);
+  }
+  uint32_t used = 0;
+  for (int64_t b : qp_bytes_)
+    used += b > 0 ? 1 : 0;
+  transfers_[slot] = Transfer{w, tag, used};
+  for (uint32_t q = 0; q < conn.qps; ++q) {
+    if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q]);
+  }
+}
+
+void Simulation::timer(WorkloadId w, Time at, uint64_t tag) {
+  ROCESIM_CHECK(at >= now_, "timers cannot fire in the past");
+  queue_.push(at, EventKind::Timer, w, tag);
+}
+
+void Simulation::finish(WorkloadId w) {
+  WorkloadState& s = workloads_.at(w);
+  ROCESIM_CHECK(s.started && !s.done,
+                fmt::format("workload '{}' finished twice or before starting", s.workload->name()));
+  s.done = true;
+  s.end = now_;
+  for (Observer* o : observers_)
+    o->on_workload_done(w, s.start, s.end);
+  for (WorkloadId d : s.dependents) {
+    WorkloadState& ds = workloads_[d];
+    if (--ds.waiting == 0) queue_.push(std::max(now_, ds.start_at), EventKind::WorkloadStart, d);
+  }
+}
+
+void Simulation::start_workload(WorkloadId w) {
+  WorkloadState& s = workloads_[w];
+  s.started = true;
+  s.start = now_;
+  s.workload->start(*this, w);
+}
+
+void Simulation::dispatch(const Event& e) {
+  switch (e.kind) {
+    case EventKind::WorkloadStart:
+      start_workload(e.a);
+      break;
+    case EventKind::Timer:
+      workloads_[e.a].workload->on_timer(*this, e.a, e.b);
+      break;
+    case EventKind::FlowDelivered: {
+      const FlowRecord rec = in_flight_[e.a];
+      free_in_flight_.push_back(e.a);
+      ++delivered_;
+      WorkloadState& ws = workloads_[rec.workload];
+      ++ws.flows;
+      ws.bytes += rec.bytes.count();
+      const Time fct = rec.delivered - rec.start;
+      ws.fct_sum_s += fct.in_seconds();
+      ws.fct_max = std::max(ws.fct_max, fct);
+      for (Observer* o : observers_)
+        o->on_flow_delivered(rec);
+      Transfer& t = transfers_[static_cast<uint32_t>(e.b)];
+      if (--t.pending == 0) {
+        free_transfers_.push_back(static_cast<uint32_t>(e.b));
+        workloads_[t.workload].workload->on_transfer_done(*this, t.workload, t.tag);
+      }
+      break;
+    }
+  }
+}
+
+void Simulation::report_progress(bool force) {
+  if (!progress_) return;
+  const auto wall = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(wall - wall_last_).count();
+  if (!force && since < progress_interval_) return;
+  wall_last_ = wall;
+  progress_(Progress{now_, events_, delivered_, net_.active_flows(),
+                     std::chrono::duration<double>(wall - wall_start_).count()});
+}
+
+void Simulation::run() {
+  wall_start_ = wall_last_ = std::chrono::steady_clock::now();
+  for (WorkloadId w = 0; w < workloads_.size(); ++w) {
+    if (workloads_[w].waiting == 0) {
+      queue_.push(workloads_[w].start_at, EventKind::WorkloadStart, w);
+    }
+  }
+  uint64_t instants = 0;
+  while (true) {
+    const Time t_net = net_.next_event();
+    const Time t = std::min(t_net, queue_.next_time());
+    if (t.is_infinite()) break;
+    ROCESIM_CHECK(t >= now_, "time went backwards");
+    now_ = t;
+    if (t_net == t) {
+      net_.advance(t, finished_);
+      for (const network::FlowHandle h : finished_) {
+        const Running& r = running_[h];
+        const routing::PathId p = qps_[r.qp].path;
+        uint32_t slot;
+        if (!free_in_flight_.empty()) {
+          slot = free_in_flight_.back();
+          free_in_flight_.pop_back();
+        } else {
+          slot = static_cast<uint32_t>(in_flight_.size());
+          in_flight_.emplace_back();
+        }
+        const Transfer& tr = transfers_[r.transfer];
+        const QpInfo& qi = qps_[r.qp];
+        const Connection& c = connections_[qi.connection];
+        in_flight_[slot] = FlowRecord{r.id, tr.workload,    c.src,   c.dst, r.qp,
+                                      p,    Bytes(r.bytes), r.start, t,     t + paths_.latency(p)};
+        queue_.push(t + paths_.latency(p), EventKind::FlowDelivered, slot, r.transfer);
+        ++events_;
+      }
+    }
+    while (queue_.next_time() == t) {
+      dispatch(queue_.pop());
+      ++events_;
+    }
+    net_.commit(t);
+    if ((++instants & 0x3FF) == 0) report_progress(false);
+  }
+  report_progress(true);
+  for (const WorkloadState& s : workloads_) {
+    if (!s.done) {
+      throw InternalError(fmt::format(
+          "workload '{}' ({}) never finished: it {} but no traffic is "
+          "left to complete it",
+          s.workload->name(), s.workload->type(), s.started ? "started" : "never started"));
+    }
+  }
+}
+
+}  // namespace rocesim::engine

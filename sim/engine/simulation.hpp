@@ -1,0 +1,216 @@
+// One simulation: a sealed fabric, a router, a network model and the workloads that drive them.
+// There is no global state; tests, sweeps and notebooks may hold many simulations at once.
+//
+// The loop, one instant at a time:
+//   t = min(next network event, next queued event)
+//   network.advance(t)      -> flows whose last byte left the sender at t; each is delivered to
+//                              the receiver one path latency later (an event, maybe at t itself)
+//   run every event at t    -> deliveries complete transfers, workloads post new transfers
+//   network.commit(t)       -> rates recomputed once for everything that started or ended at t
+// Simultaneous completions are therefore one event for the rate model.
+//
+// Connections and QPs: a workload opens a connection between two GPUs with a number of QPs (as
+// NCCL_IB_QPS_PER_CONNECTION does). Each QP has its own RoCEv2 header (QP numbers and UDP
+// source port from the QpAllocator), hence its own ECMP path, routed once and cached. A
+// transfer is cut into messages; each message goes to the next QP in turn (round robin) or is
+// split evenly across all of them (NCCL_IB_SPLIT_DATA_ON_QPS=1). Messages on one QP follow each
+// other back to back, so at flow level each QP used by a transfer carries one flow with the sum
+// of its messages. Transfers between GPUs of one server use NVLink.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/units.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/workload.hpp"
+#include "sim/fabric/fabric.hpp"
+#include "sim/fabric/roce.hpp"
+#include "sim/network/network_model.hpp"
+#include "sim/routing/path.hpp"
+#include "sim/routing/router.hpp"
+
+namespace rocesim::engine {
+
+using ConnectionId = uint32_t;
+using QpIndex = uint32_t;
+
+enum class QpMode : uint8_t {
+  RoundRobin,  // each message goes to the next QP of the connection (NCCL's default)
+  Split,       // each message is split evenly across all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)
+};
+
+/// How a connection posts data: QPs, how messages map to them, and the message size.
+struct ConnectionSpec {
+  uint32_t qps = 1;
+  QpMode mode = QpMode::RoundRobin;
+  /// Transfers are cut into messages of this size (the last one shorter); 0 = one message per
+  /// transfer. NCCL posts one RDMA write per buffer step (512 KiB with Simple's 4 MiB buffer).
+  int64_t message_bytes = 0;
+};
+
+struct SimulationConfig {
+  uint64_t seed = 1;
+  int threads = 1;
+  fabric::SourcePortPolicy source_port = fabric::SourcePortPolicy::Linux;
+};
+
+/// One flow (the part of a transfer carried by one QP), as observers see it when delivered.
+struct FlowRecord {
+  uint64_t id = 0;  // in order of start
+  WorkloadId workload = 0;
+  fabric::NodeId src = fabric::kNone;  // GPUs
+  fabric::NodeId dst = fabric::kNone;
+  QpIndex qp = 0;
+  routing::PathId path = 0;
+  Bytes bytes{};
+  Time start{};
+  Time bandwidth_end{};  // last byte left the sender
+  Time delivered{};      // last byte arrived: bandwidth_end + path latency
+};
+
+struct QpInfo {
+  ConnectionId connection;
+  fabric::FlowKey key;  // all zero for NVLink connections
+  routing::PathId path = fabric::kNone;
+};
+
+/// Receives what happens; writers and statistics subscribe, models never write files.
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void on_qp_routed(QpIndex qp, routing::PathId path);
+  virtual void on_flow_delivered(const FlowRecord& flow);
+  virtual void on_workload_done(WorkloadId w, Time start, Time end);
+};
+
+struct Progress {
+  Time now;
+  uint64_t events = 0;
+  uint64_t flows_delivered = 0;
+  size_t active_flows = 0;
+  double wall_seconds = 0;
+};
+
+struct WorkloadState {
+  std::unique_ptr<Workload> workload;
+  Time start_at{};                // earliest start
+  std::vector<WorkloadId> after;  // must finish first
+  std::vector<WorkloadId> dependents;
+  uint32_t waiting = 0;
+  bool started = false;
+  bool done = false;
+  Time start{}, end{};
+  uint64_t flows = 0;
+  int64_t bytes = 0;
+  double fct_sum_s = 0;
+  Time fct_max{};
+};
+
+class Simulation {
+ public:
+  Simulation(const fabric::Fabric& f, routing::Router& router, network::NetworkModel& net,
+             const SimulationConfig& config);
+  ~Simulation();
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  // ---- set-up ----
+  WorkloadId add_workload(std::unique_ptr<Workload> w, Time start_at,
+                          std::vector<WorkloadId> after = {});
+  void add_observer(Observer* o) { observers_.push_back(o); }
+  void set_progress(std::function<void(const Progress&)> cb, double interval_seconds);
+  /// Runs until every workload has finished. Throws InternalError if traffic stalls.
+  void run();
+
+  // ---- for workloads ----
+  Time now() const { return now_; }
+  const fabric::Fabric& fabric() const { return fabric_; }
+  uint64_t seed() const { return config_.seed; }
+  ConnectionId connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu, const ConnectionSpec& spec,
+                       std::span<const fabric::NodeId> via = {});
+  void transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag);
+  void timer(WorkloadId w, Time at, uint64_t tag);
+  void finish(WorkloadId w);
+
+  // ---- results ----
+  std::span<const WorkloadState> workloads() const { return workloads_; }
+  const routing::PathTable& paths() const { return paths_; }
+  std::span<const QpInfo> qps() const { return qps_; }
+  /// QP index range [first, first + count) of a connection.
+  std::pair<QpIndex, uint32_t> connection_qps(ConnectionId c) const {
+    return {connections_[c].first_qp, connections_[c].qps};
+  }
+  /// Sending and receiving GPU of a connection.
+  std::pair<fabric::NodeId, fabric::NodeId> connection_endpoints(ConnectionId c) const {
+    return {connections_[c].src, connections_[c].dst};
+  }
+  uint64_t events() const { return events_; }
+  uint64_t flows_started() const { return next_flow_id_; }
+  Time end_time() const { return now_; }
+
+ private:
+  struct Connection {
+    fabric::NodeId src, dst;
+    QpIndex first_qp;
+    uint32_t qps;
+    uint32_t next = 0;  // round-robin position
+    QpMode mode;
+    int64_t message_bytes;
+    uint32_t via_begin, via_end;
+  };
+  struct Transfer {
+    WorkloadId workload;
+    uint64_t tag;
+    uint32_t pending;  // flows not yet delivered
+  };
+  struct Running {  // per network handle
+    uint32_t transfer;
+    QpIndex qp;
+    uint64_t id;
+    int64_t bytes;
+    Time start;
+  };
+
+  routing::PathId path_of(QpIndex qp);
+  void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes);
+  void start_workload(WorkloadId w);
+  void dispatch(const Event& e);
+  void report_progress(bool force);
+
+  const fabric::Fabric& fabric_;
+  routing::Router& router_;
+  network::NetworkModel& net_;
+  SimulationConfig config_;
+  fabric::QpAllocator qp_alloc_;
+  routing::PathTable paths_;
+  EventQueue queue_;
+  Time now_{};
+
+  std::vector<WorkloadState> workloads_;
+  std::vector<Observer*> observers_;
+  std::vector<Connection> connections_;
+  std::vector<fabric::NodeId> via_;
+  std::vector<QpInfo> qps_;
+  std::vector<Transfer> transfers_;
+  std::vector<uint32_t> free_transfers_;
+  std::vector<Running> running_;
+  std::vector<FlowRecord> in_flight_;  // bandwidth phase over, waiting for delivery
+  std::vector<uint32_t> free_in_flight_;
+  std::vector<network::FlowHandle> finished_;
+  std::vector<fabric::LinkId> route_scratch_;
+  std::vector<int64_t> qp_bytes_;  // per QP of the connection being posted to
+  uint64_t next_flow_id_ = 0;
+  uint64_t events_ = 0;
+  uint64_t delivered_ = 0;
+
+  std::function<void(const Progress&)> progress_;
+  double progress_interval_ = 1.0;
+  std::chrono::steady_clock::time_point wall_start_, wall_last_;
+};
+
+}  // namespace rocesim::engine

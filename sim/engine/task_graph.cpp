@@ -1,0 +1,83 @@
+#include "sim/engine/task_graph.hpp"
+
+namespace rocesim::engine {
+
+TaskGraph::TaskId TaskGraph::add_transfer(const TransferSpec& t) {
+  ROCESIM_CHECK(t.bytes.count() > 0 && t.conn.qps >= 1, "a transfer moves bytes over >= 1 QP");
+  transfers_.push_back(t);
+  tasks_.push_back(Task{true, static_cast<uint32_t>(transfers_.size() - 1)});
+  return static_cast<TaskId>(tasks_.size() - 1);
+}
+
+TaskGraph::TaskId TaskGraph::add_delay(Time d) {
+  ROCESIM_CHECK(d >= Time::zero(), "a delay cannot be negative");
+  delays_.push_back(d);
+  tasks_.push_back(Task{false, static_cast<uint32_t>(delays_.size() - 1)});
+  return static_cast<TaskId>(tasks_.size() - 1);
+}
+
+void TaskGraph::add_dependency(TaskId before, TaskId after) {
+  ROCESIM_CHECK(before < tasks_.size() && after < tasks_.size() && before != after,
+                "dependency between unknown tasks");
+  edges_.emplace_back(before, after);
+  ++tasks_[after].waiting;
+}
+
+void TaskGraph::start(Simulation& sim, WorkloadId id) {
+  dep_begin_.assign(tasks_.size() + 1, 0);
+  for (const auto& [b, a] : edges_)
+    ++dep_begin_[b + 1];
+  for (size_t i = 0; i < tasks_.size(); ++i)
+    dep_begin_[i + 1] += dep_begin_[i];
+  deps_.resize(edges_.size());
+  std::vector<uint32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
+  for (const auto& [b, a] : edges_)
+    deps_[fill[b]++] = a;
+
+  using Key = std::tuple<fabric::NodeId, fabric::NodeId, uint32_t, QpMode, int64_t,
+                         std::vector<fabric::NodeId>>;
+  std::map<Key, ConnectionId> open;
+  connection_.resize(transfers_.size());
+  for (size_t i = 0; i < transfers_.size(); ++i) {
+    const TransferSpec& t = transfers_[i];
+    Key k{t.src, t.dst, t.conn.qps, t.conn.mode, t.conn.message_bytes, t.via};
+    auto it = open.find(k);
+    if (it == open.end()) it = open.emplace(k, sim.connect(t.src, t.dst, t.conn, t.via)).first;
+    connection_[i] = it->second;
+  }
+
+  remaining_ = tasks_.size();
+  if (remaining_ == 0) {
+    sim.finish(id);
+    return;
+  }
+  for (TaskId t = 0; t < tasks_.size(); ++t) {
+    if (tasks_[t].waiting == 0) release(sim, id, t);
+  }
+}
+
+void TaskGraph::release(Simulation& sim, WorkloadId id, TaskId t) {
+  const Task& task = tasks_[t];
+  if (task.is_transfer) {
+    sim.transfer(id, connection_[task.payload], transfers_[task.payload].bytes, t);
+  } else {
+    sim.timer(id, sim.now() + delays_[task.payload], t);
+  }
+}
+
+void TaskGraph::done(Simulation& sim, WorkloadId id, TaskId t) {
+  for (uint32_t i = dep_begin_[t]; i < dep_begin_[t + 1]; ++i) {
+    if (--tasks_[deps_[i]].waiting == 0) release(sim, id, deps_[i]);
+  }
+  if (--remaining_ == 0) sim.finish(id);
+}
+
+void TaskGraph::on_transfer_done(Simulation& sim, WorkloadId id, uint64_t tag) {
+  done(sim, id, static_cast<TaskId>(tag));
+}
+
+void TaskGraph::on_timer(Simulation& sim, WorkloadId id, uint64_t tag) {
+  done(sim, id, static_cast<TaskId>(tag));
+}
+
+}  // namespace rocesim::engine

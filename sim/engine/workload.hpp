@@ -1,0 +1,51 @@
+// A workload drives traffic: it opens connections, posts transfers and waits on timers, and
+// reacts when they complete. This is the narrow seam between traffic and the network (send,
+// schedule, now, finished): a workload never sees rates or links, so the same workload runs on
+// any network model. Workloads emit transfers as they become ready instead of materialising
+// their whole schedule, so a ring over 16,384 GPUs costs memory per rank, not per step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/core/units.hpp"
+
+namespace rocesim::engine {
+
+class Simulation;
+using WorkloadId = uint32_t;
+
+/// Named figures a workload reports for the summary and results.h5 (e.g. "busbw_gbps").
+struct WorkloadFigures {
+  std::vector<std::pair<std::string, double>> values;
+  void add(std::string name, double v) { values.emplace_back(std::move(name), v); }
+};
+
+class Workload {
+ public:
+  explicit Workload(std::string name) : name_(std::move(name)) {}
+  virtual ~Workload() = default;
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual std::string_view type() const = 0;
+
+  /// Called when the workload starts (its start time and its dependencies reached). It must
+  /// eventually call sim.finish(id).
+  virtual void start(Simulation& sim, WorkloadId id) = 0;
+  /// A transfer posted with `tag` has been delivered in full.
+  virtual void on_transfer_done(Simulation& sim, WorkloadId id, uint64_t tag) = 0;
+  /// A timer set with `tag` has fired.
+  virtual void on_timer(Simulation& sim, WorkloadId id, uint64_t tag);
+  /// Figures specific to the workload (bus bandwidth of a collective, ...), given its duration.
+  virtual void figures(WorkloadFigures& out, Time duration) const;
+
+ private:
+  std::string name_;
+};
+
+}  // namespace rocesim::engine

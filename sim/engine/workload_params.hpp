@@ -1,0 +1,82 @@
+// Keys every workload entry of a scenario has, declared once and included in each workload
+// type's table. The scenario loader reads them; the workload's own factory reads the rest.
+#pragma once
+
+#include "sim/core/params.hpp"
+
+namespace rocesim::engine {
+
+inline constexpr Param kWorkloadTypeParam{
+    .key = "type",
+    .type = ParamType::Choice,
+    .help = "workload kind",
+    .choices = "flows|permutation|incast|all_to_all|ring_step|ring_allreduce"};
+inline constexpr Param kWorkloadNameParam{
+    .key = "name",
+    .type = ParamType::String,
+    .help = "name in the summary and in results.h5 (default: the type and its position)",
+    .optional = true};
+inline constexpr Param kWorkloadStartParam{.key = "start",
+                                           .type = ParamType::Time,
+                                           .fallback = "0s",
+                                           .help = "earliest start time",
+                                           .check = Check::NonNegative};
+inline constexpr Param kWorkloadAfterParam{
+    .key = "after",
+    .type = ParamType::List,
+    .help = "names of workloads that must finish before this one starts",
+    .optional = true};
+
+// Connection settings shared by generated traffic, with NCCL's names for the same knobs.
+inline constexpr Param kQpsParam{
+    .key = "qps_per_connection",
+    .type = ParamType::Integer,
+    .fallback = "1",
+    .help = "QPs per connection (NCCL_IB_QPS_PER_CONNECTION); each has its own UDP source port",
+    .check = Check::Positive};
+inline constexpr Param kMessageSizeParam{
+    .key = "message_size",
+    .type = ParamType::Bytes,
+    .fallback = "512KiB",
+    .help =
+        "transfers are posted as messages of this size, each to the next QP (NCCL posts one "
+        "RDMA write per buffer step: NCCL_BUFFSIZE / 8 = 512 KiB)",
+    .check = Check::Positive};
+inline constexpr Param kQpModeParam{
+    .key = "qp_mode",
+    .type = ParamType::Choice,
+    .fallback = "round_robin",
+    .help =
+        "round_robin posts each message to the next QP; split divides every message across "
+        "all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)",
+    .choices = "round_robin|split"};
+
+}  // namespace rocesim::engine
+
+#include <memory>
+#include <string>
+
+#include "sim/engine/simulation.hpp"
+
+namespace rocesim::engine {
+
+/// What a workload factory gets: its own section of the scenario (validated against its table),
+/// the sealed fabric, the scenario seed, its name and the directory relative file paths start in.
+struct WorkloadInput {
+  const ParamReader& spec;
+  const fabric::Fabric& fabric;
+  uint64_t seed;
+  std::string name;
+  std::string base_dir;
+};
+
+/// Reads qps_per_connection, qp_mode and message_size.
+inline ConnectionSpec read_connection_spec(const ParamReader& r) {
+  ConnectionSpec c;
+  c.qps = static_cast<uint32_t>(r.integer("qps_per_connection"));
+  c.mode = r.choice("qp_mode") == "split" ? QpMode::Split : QpMode::RoundRobin;
+  c.message_bytes = r.bytes("message_size").count();
+  return c;
+}
+
+}  // namespace rocesim::engine

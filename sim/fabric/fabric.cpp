@@ -1,0 +1,241 @@
+#include "sim/fabric/fabric.hpp"
+
+#include <fmt/format.h>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/strong_components.hpp>
+
+#include <algorithm>
+
+namespace rocesim::fabric {
+
+std::string_view role_name(SwitchRole r) {
+  switch (r) {
+    case SwitchRole::None:
+      return "none";
+    case SwitchRole::NvSwitch:
+      return "nvswitch";
+    case SwitchRole::Leaf:
+      return "leaf";
+    case SwitchRole::Rail:
+      return "rail";
+    case SwitchRole::Spine:
+      return "spine";
+    case SwitchRole::Aggregation:
+      return "aggregation";
+    case SwitchRole::Core:
+      return "core";
+  }
+  return "?";
+}
+
+std::string_view kind_name(NodeKind k) {
+  switch (k) {
+    case NodeKind::Gpu:
+      return "gpu";
+    case NodeKind::Nic:
+      return "nic";
+    case NodeKind::Switch:
+      return "switch";
+  }
+  return "?";
+}
+
+std::string ip_to_string(uint32_t ip) {
+  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+void Fabric::check_open() const {
+  ROCESIM_CHECK(!sealed_, "the fabric is sealed; it cannot be changed any more");
+}
+
+NodeId Fabric::add_node(Node node) {
+  check_open();
+  nodes_.push_back(std::move(node));
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+uint16_t Fabric::class_of(NodeId src, NodeId dst) {
+  auto end_name = [&](NodeId n) -> std::string_view {
+    const Node& x = nodes_[n];
+    return x.kind == NodeKind::Switch ? role_name(x.role) : kind_name(x.kind);
+  };
+  const std::string name = fmt::format("{}->{}", end_name(src), end_name(dst));
+  const auto it = std::find(link_classes_.begin(), link_classes_.end(), name);
+  if (it != link_classes_.end()) return static_cast<uint16_t>(it - link_classes_.begin());
+  link_classes_.push_back(name);
+  return static_cast<uint16_t>(link_classes_.size() - 1);
+}
+
+LinkId Fabric::add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency) {
+  check_open();
+  ROCESIM_CHECK(src < nodes_.size() && dst < nodes_.size() && src != dst, "bad link endpoints");
+  Link l;
+  l.src = src;
+  l.dst = dst;
+  l.capacity = capacity;
+  l.latency = latency;
+  l.link_class = class_of(src, dst);
+  links_.push_back(l);
+  return static_cast<LinkId>(links_.size() - 1);
+}
+
+std::pair<LinkId, LinkId> Fabric::add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency) {
+  const LinkId ab = add_link(a, b, capacity, latency);
+  const LinkId ba = add_link(b, a, capacity, latency);
+  links_[ab].reverse = ba;
+  links_[ba].reverse = ab;
+  return {ab, ba};
+}
+
+void Fabric::add_server(Server s) {
+  check_open();
+  s.index = static_cast<uint32_t>(servers_.size());
+  servers_.push_back(s);
+}
+
+NodeId Fabric::find(std::string_view name) const {
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? kNone : it->second;
+}
+
+void Fabric::build_adjacency() {
+  const size_t n = nodes_.size();
+  out_begin_.assign(n + 1, 0);
+  in_begin_.assign(n + 1, 0);
+  for (const Link& l : links_) {
+    ++out_begin_[l.src + 1];
+    ++in_begin_[l.dst + 1];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out_begin_[i + 1] += out_begin_[i];
+    in_begin_[i + 1] += in_begin_[i];
+  }
+  out_.resize(links_.size());
+  in_.resize(links_.size());
+  std::vector<uint32_t> o(out_begin_.begin(), out_begin_.end() - 1);
+  std::vector<uint32_t> in(in_begin_.begin(), in_begin_.end() - 1);
+  // Links are visited in id order, so each node's list is sorted by link id: the order of the
+  // switch's ports, which is the order of ECMP group members.
+  for (LinkId id = 0; id < links_.size(); ++id) {
+    out_[o[links_[id].src]++] = id;
+    in_[in[links_[id].dst]++] = id;
+  }
+}
+
+void Fabric::validate(const SourceLocation& where) const {
+  if (nodes_.empty()) throw InputError(where, "the topology has no nodes");
+  for (const Link& l : links_) {
+    if (l.capacity.bits_per_second() <= 0) {
+      throw InputError(
+          where, fmt::format("link {} -> {} has capacity {} b/s; capacities must be "
+                             "positive",
+                             nodes_[l.src].name, nodes_[l.dst].name, l.capacity.bits_per_second()));
+    }
+    if (l.latency < Time::zero()) {
+      throw InputError(where, fmt::format("link {} -> {} has a negative latency",
+                                          nodes_[l.src].name, nodes_[l.dst].name));
+    }
+  }
+  // Every node must reach every other: one strongly connected component.
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph g(nodes_.size());
+  for (const Link& l : links_)
+    boost::add_edge(l.src, l.dst, g);
+  std::vector<int> component(nodes_.size());
+  const int count = boost::strong_components(g, component.data());
+  if (count > 1) {
+    // Name one node that node 0 cannot reach (or that cannot reach node 0).
+    NodeId stray = 0;
+    for (NodeId v = 0; v < nodes_.size(); ++v) {
+      if (component[v] != component[0]) {
+        stray = v;
+        break;
+      }
+    }
+    throw InputError(where,
+                     fmt::format("the topology is disconnected: {} strongly connected parts; "
+                                 "'{}' and '{}' cannot reach each other in both directions",
+                                 count, nodes_[0].name, nodes_[stray].name));
+  }
+  for (const Server& s : servers_) {
+    if (s.gpus == 0 || s.nics == 0 || s.gpus % s.nics != 0) {
+      throw InputError(where, fmt::format("server {} has {} GPUs and {} NICs; each NIC must serve "
+                                          "the same number of GPUs",
+                                          s.index, s.gpus, s.nics));
+    }
+  }
+}
+
+void Fabric::assign_addresses(const SourceLocation& where) {
+  // Each first-hop switch gets a power-of-two subnet of 10.0.0.0/8 large enough for its NICs
+  // plus network and broadcast addresses; NICs are numbered in node order within it.
+  std::vector<uint32_t> per_switch(nodes_.size(), 0);
+  std::vector<uint32_t> port_index(nodes_.size(), 0);
+  uint32_t most = 0;
+  for (NodeId nic : nics_) {
+    const NodeId sw = first_hop_[nic];
+    port_index[nic] = per_switch[sw]++;
+    most = std::max(most, per_switch[sw]);
+  }
+  uint32_t bits = 1;
+  while ((1u << bits) < most + 2)
+    ++bits;
+  std::vector<uint32_t> subnet(nodes_.size(), kNone);
+  uint32_t next_subnet = 0;
+  ip_.assign(nodes_.size(), 0);
+  for (NodeId nic : nics_) {
+    const NodeId sw = first_hop_[nic];
+    if (subnet[sw] == kNone) subnet[sw] = next_subnet++;
+    const uint64_t host = (static_cast<uint64_t>(subnet[sw]) << bits) + port_index[nic] + 1;
+    if (host >= (1u << 24)) {
+      throw InputError(where, "the fabric has too many NICs for the 10.0.0.0/8 address plan");
+    }
+    ip_[nic] = 0x0A000000u | static_cast<uint32_t>(host);
+  }
+}
+
+void Fabric::seal(const SourceLocation& where) {
+  check_open();
+  build_adjacency();
+  validate(where);
+
+  rank_of_.assign(nodes_.size(), kNone);
+  nic_of_gpu_.assign(nodes_.size(), kNone);
+  first_hop_.assign(nodes_.size(), kNone);
+  for (const Server& s : servers_) {
+    const uint32_t gpus_per_nic = s.gpus / s.nics;
+    for (uint32_t i = 0; i < s.gpus; ++i) {
+      const NodeId g = s.first_gpu + i;
+      ROCESIM_CHECK(nodes_[g].kind == NodeKind::Gpu && nodes_[g].server == s.index,
+                    "server GPUs must be contiguous nodes");
+      rank_of_[g] = static_cast<uint32_t>(gpus_.size());
+      gpus_.push_back(g);
+      nic_of_gpu_[g] = s.first_nic + i / gpus_per_nic;
+    }
+  }
+  for (NodeId v = 0; v < nodes_.size(); ++v) {
+    const Node& node = nodes_[v];
+    if (node.kind == NodeKind::Gpu && rank_of_[v] == kNone) {
+      throw InputError(where, fmt::format("GPU '{}' belongs to no server", node.name));
+    }
+    if (node.kind != NodeKind::Nic) continue;
+    nics_.push_back(v);
+    for (LinkId l : out_links(v)) {
+      if (nodes_[links_[l].dst].kind == NodeKind::Switch) {
+        first_hop_[v] = links_[l].dst;
+        break;
+      }
+    }
+    if (first_hop_[v] == kNone) {
+      throw InputError(where, fmt::format("NIC '{}' has no link to a switch", node.name));
+    }
+  }
+  assign_addresses(where);
+  for (NodeId v = 0; v < nodes_.size(); ++v) {
+    const auto [it, fresh] = by_name_.emplace(nodes_[v].name, v);
+    if (!fresh) throw InputError(where, fmt::format("two nodes are named '{}'", nodes_[v].name));
+  }
+  sealed_ = true;
+}
+
+}  // namespace rocesim::fabric

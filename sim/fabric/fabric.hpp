@@ -1,0 +1,169 @@
+// The fabric: the network graph of one simulated cluster. Nodes are GPUs, RDMA NICs and switches
+// (the NVSwitch of a server's NVLink domain, leaves, spines, aggregation and core switches);
+// links are directed, each with a capacity, a propagation latency and the buffer settings of the
+// switch port it leaves from. A cable is two links, one per direction.
+//
+// Build, then seal: topology builders add nodes and links, `seal()` validates (connected,
+// capacities positive, every GPU reaches a NIC, counts consistent), assigns the address plan and
+// freezes the graph. Routing tables and path caches are computed only on a sealed fabric.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/core/error.hpp"
+#include "sim/core/units.hpp"
+
+namespace rocesim::fabric {
+
+using NodeId = uint32_t;
+using LinkId = uint32_t;
+inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+enum class NodeKind : uint8_t { Gpu, Nic, Switch };
+
+/// What a switch does in the fabric. Fat-trees map edge/aggregation/core onto leaf/spine/core.
+enum class SwitchRole : uint8_t {
+  None,         // not a switch
+  NvSwitch,     // the NVLink domain inside a server
+  Leaf,         // rack training switch (RTSW), first hop from NICs
+  Rail,         // leaf of a rail-optimized fabric (NIC k of every server in rail k)
+  Spine,        // cluster training switch (CTSW) / fat-tree aggregation
+  Aggregation,  // aggregator training switch (ATSW) joining AI zones
+  Core,         // fat-tree core
+};
+
+std::string_view role_name(SwitchRole r);
+std::string_view kind_name(NodeKind k);
+
+/// Buffer settings of a switch, carried for the queueing (fluid) models.
+struct BufferSpec {
+  Bytes shared{0};  // shared packet buffer of the switch ASIC
+};
+
+struct Node {
+  NodeKind kind = NodeKind::Switch;
+  SwitchRole role = SwitchRole::None;
+  uint8_t tier = 0;           // 0: inside a server (GPU, NIC, NVSwitch); 1: leaf/rail; 2: spine; 3+
+  uint32_t server = kNone;    // server (compute node) index for GPUs, NICs and NVSwitches
+  uint32_t local = 0;         // GPU/NIC index within its server; index within its tier otherwise
+  uint32_t zone = kNone;      // AI zone, when the fabric has zones
+  Time forwarding_latency{};  // per-hop pipeline latency of a switch (zero for endpoints)
+  BufferSpec buffer{};
+  std::string name;
+};
+
+struct Link {
+  NodeId src = kNone;
+  NodeId dst = kNone;
+  Bandwidth capacity{};
+  Time latency{};           // propagation delay of the wire
+  uint16_t link_class = 0;  // index into Fabric::link_classes(), e.g. "leaf->spine"
+  LinkId reverse = kNone;   // the other direction of the same cable, if any
+};
+
+/// A server: GPUs joined by an NVLink domain, each GPU with a NIC (1:1 unless nics < gpus).
+struct Server {
+  uint32_t index = 0;
+  NodeId first_gpu = kNone;
+  uint32_t gpus = 0;
+  NodeId first_nic = kNone;
+  uint32_t nics = 0;
+  NodeId nvswitch = kNone;  // kNone for single-GPU servers
+  uint32_t rack = kNone;
+  uint32_t zone = kNone;
+};
+
+class Fabric {
+ public:
+  Fabric() = default;
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+  Fabric(Fabric&&) = default;
+  Fabric& operator=(Fabric&&) = default;
+
+  // ---- building (before seal) ----
+  NodeId add_node(Node node);
+  LinkId add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency);
+  /// Two links, one per direction, that know each other as `reverse`.
+  std::pair<LinkId, LinkId> add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency);
+  /// Registers a server whose GPUs, NICs and NVSwitch were added with `server` = its index.
+  void add_server(Server s);
+  /// Free-form description shown by `rocesim topo` (builder type and key parameters).
+  void set_description(std::string text) { description_ = std::move(text); }
+
+  /// Validates and freezes. `where` locates the topology description for error messages.
+  void seal(const SourceLocation& where);
+  bool sealed() const { return sealed_; }
+
+  // ---- queries ----
+  size_t node_count() const { return nodes_.size(); }
+  size_t link_count() const { return links_.size(); }
+  const Node& node(NodeId n) const { return nodes_[n]; }
+  const Link& link(LinkId l) const { return links_[l]; }
+  std::span<const Node> nodes() const { return nodes_; }
+  std::span<const Link> links() const { return links_; }
+  std::span<const LinkId> out_links(NodeId n) const {
+    return {out_.data() + out_begin_[n], out_.data() + out_begin_[n + 1]};
+  }
+  std::span<const LinkId> in_links(NodeId n) const {
+    return {in_.data() + in_begin_[n], in_.data() + in_begin_[n + 1]};
+  }
+  const std::string& description() const { return description_; }
+
+  /// Link class names ("nic->leaf", "leaf->spine", ...) in order of first appearance.
+  std::span<const std::string> link_classes() const { return link_classes_; }
+
+  std::span<const Server> servers() const { return servers_; }
+  /// GPUs in global rank order (server-major, then local index).
+  std::span<const NodeId> gpus() const { return gpus_; }
+  size_t gpu_count() const { return gpus_.size(); }
+  NodeId gpu(uint32_t rank) const { return gpus_.at(rank); }
+  /// Rank of a GPU node (its index in gpus()).
+  uint32_t rank_of(NodeId gpu) const { return rank_of_.at(gpu); }
+  /// The NIC a GPU sends through (GPU-to-NIC mapping of its server).
+  NodeId nic_of_gpu(NodeId gpu) const { return nic_of_gpu_.at(gpu); }
+  /// All NICs, in node order.
+  std::span<const NodeId> nics() const { return nics_; }
+  /// The switch a NIC's first fabric link leads to.
+  NodeId first_hop_switch(NodeId nic) const { return first_hop_.at(nic); }
+  /// IPv4 address of a NIC (host byte order), from the address plan.
+  uint32_t ip_of(NodeId nic) const { return ip_.at(nic); }
+
+  /// Node by name; kNone if absent.
+  NodeId find(std::string_view name) const;
+
+ private:
+  void check_open() const;
+  uint16_t class_of(NodeId src, NodeId dst);
+  void build_adjacency();
+  void validate(const SourceLocation& where) const;
+  void assign_addresses(const SourceLocation& where);
+
+  std::vector<Node> nodes_;
+  std::vector<Link> links_;
+  std::vector<Server> servers_;
+  std::vector<std::string> link_classes_;
+  std::string description_;
+  bool sealed_ = false;
+
+  // Filled by seal().
+  std::vector<uint32_t> out_begin_, in_begin_;
+  std::vector<LinkId> out_, in_;
+  std::vector<NodeId> gpus_, nics_;
+  std::vector<uint32_t> rank_of_;
+  std::vector<NodeId> nic_of_gpu_;
+  std::vector<NodeId> first_hop_;
+  std::vector<uint32_t> ip_;
+  std::unordered_map<std::string_view, NodeId> by_name_;
+};
+
+/// Dotted-quad text of an IPv4 address.
+std::string ip_to_string(uint32_t ip);
+
+}  // namespace rocesim::fabric

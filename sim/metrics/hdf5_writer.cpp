@@ -1,0 +1,399 @@
+#include "sim/metrics/hdf5_writer.hpp"
+
+#include <fmt/format.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+namespace rocesim::metrics {
+namespace {
+
+constexpr size_t kName = 48;
+constexpr hsize_t kChunkRows = 1 << 14;
+
+[[noreturn]] void h5_fail(const std::string& what) {
+  throw std::runtime_error(fmt::format("HDF5: cannot {}", what));
+}
+
+hid_t check(hid_t id, const char* what) {
+  if (id < 0) h5_fail(what);
+  return id;
+}
+void check(herr_t e, const char* what) {
+  if (e < 0) h5_fail(what);
+}
+
+/// Owns an HDF5 identifier and closes it with the right function.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+Handle string_type(size_t n) {
+  Handle t(check(H5Tcopy(H5T_C_S1), "copy string type"), H5Tclose);
+  check(H5Tset_size(t, n), "size string type");
+  check(H5Tset_strpad(t, H5T_STR_NULLTERM), "pad string type");
+  return Handle(H5Tcopy(t), H5Tclose);
+}
+
+void copy_name(char (&dst)[kName], const std::string& src) {
+  std::memset(dst, 0, kName);
+  std::memcpy(dst, src.data(), std::min(src.size(), kName - 1));
+}
+
+Handle group(hid_t parent, const char* name) {
+  Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+  check(H5Pset_obj_track_times(gcpl, false), "disable group times");
+  return Handle(check(H5Gcreate2(parent, name, H5P_DEFAULT, gcpl, H5P_DEFAULT), name), H5Gclose);
+}
+
+/// Writes `rows` as a 1-D dataset of `mem_type` (chunked and compressed when large).
+void write_table(hid_t parent, const char* name, hid_t mem_type, const void* rows, size_t n) {
+  Handle file_type(check(H5Tcopy(mem_type), "copy type"), H5Tclose);
+  if (H5Tget_class(mem_type) == H5T_COMPOUND) check(H5Tpack(file_type), "pack type");
+  const hsize_t dims[1] = {n};
+  Handle space(check(H5Screate_simple(1, dims, nullptr), "create dataspace"), H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  check(H5Pset_obj_track_times(dcpl, false), "disable dataset times");
+  if (n > 0) {
+    const hsize_t chunk[1] = {std::min<hsize_t>(n, kChunkRows)};
+    check(H5Pset_chunk(dcpl, 1, chunk), "chunk dataset");
+    check(H5Pset_shuffle(dcpl), "shuffle filter");
+    check(H5Pset_deflate(dcpl, 4), "deflate filter");
+  }
+  Handle ds(check(H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), name),
+            H5Dclose);
+  if (n > 0) check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), name);
+}
+
+void attr_string(hid_t obj, const char* name, const std::string& value) {
+  Handle t = string_type(std::max<size_t>(value.size(), 1) + 1);
+  Handle space(check(H5Screate(H5S_SCALAR), "scalar space"), H5Sclose);
+  Handle a(check(H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  std::vector<char> buf(value.size() + 2, '\0');
+  std::memcpy(buf.data(), value.data(), value.size());
+  check(H5Awrite(a, t, buf.data()), name);
+}
+
+template <typename T>
+void attr_scalar(hid_t obj, const char* name, hid_t type, T value) {
+  Handle space(check(H5Screate(H5S_SCALAR), "scalar space"), H5Sclose);
+  Handle a(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  check(H5Awrite(a, type, &value), name);
+}
+
+// ---- row layouts ----
+
+struct NodeRow {
+  uint32_t id, server, local, zone;
+  uint8_t tier;
+  char kind[kName], role[kName], name[kName];
+};
+struct LinkRow {
+  uint32_t id, src, dst;
+  uint16_t link_class;
+  int64_t capacity_bps, latency_ps, bytes;
+  double utilization;
+  uint32_t qps;
+};
+struct FlowRow {
+  uint64_t id;
+  uint32_t workload, src_rank, dst_rank, qp, path;
+  int64_t bytes, start_ps, bandwidth_end_ps, delivered_ps;
+  double fct_s;
+};
+struct QpRow {
+  uint32_t qp, src_rank, dst_rank, src_ip, dst_ip;
+  uint16_t src_port, dst_port;
+  uint32_t dst_qpn, path;
+};
+struct WorkloadRow {
+  uint32_t id;
+  char name[kName], type[kName];
+  int64_t start_ps, end_ps;
+  double duration_s;
+  uint64_t flows;
+  int64_t bytes;
+  double throughput_gbps, mean_fct_s, max_fct_s;
+};
+struct FigureRow {
+  uint32_t workload;
+  char name[kName];
+  double value;
+};
+struct TierRow {
+  char link_class[kName];
+  uint64_t links;
+  double capacity_bps, mean_utilization, max_utilization, mean_qps;
+  uint32_t max_qps;
+  double mmr;
+};
+
+#define FIELD(type, row, field, h5) \
+  check(H5Tinsert(type, #field, offsetof(row, field), h5), "compound " #field)
+
+void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
+  const engine::Simulation& sim = rec.simulation();
+  const fabric::Fabric& f = sim.fabric();
+  Handle name_t = string_type(kName);
+
+  {
+    Handle g = group(file, "meta");
+    attr_string(g, "version", meta.version);
+    attr_string(g, "scenario_name", meta.scenario_name);
+    attr_string(g, "scenario_file", meta.scenario_file);
+    attr_string(g, "scenario", meta.effective_scenario);
+    attr_string(g, "fabric", f.description());
+    attr_scalar(g, "seed", H5T_NATIVE_UINT64, meta.seed);
+    attr_scalar(g, "end_ps", H5T_NATIVE_INT64, sim.end_time().count_ps());
+    attr_scalar(g, "events", H5T_NATIVE_UINT64, sim.events());
+    attr_scalar(g, "flows_total", H5T_NATIVE_UINT64, rec.flows_seen());
+    attr_scalar(g, "flows_truncated", H5T_NATIVE_UINT8,
+                static_cast<uint8_t>(rec.flows_truncated()));
+  }
+  {
+    std::vector<NodeRow> rows(f.node_count());
+    for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
+      const fabric::Node& node = f.node(n);
+      NodeRow& r = rows[n];
+      r = NodeRow{};
+      r.id = n;
+      r.server = node.server;
+      r.local = node.local;
+      r.zone = node.zone;
+      r.tier = node.tier;
+      copy_name(r.kind, std::string(fabric::kind_name(node.kind)));
+      copy_name(r.role, std::string(fabric::role_name(node.role)));
+      copy_name(r.name, node.name);
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(NodeRow)), H5Tclose);
+    FIELD(t, NodeRow, id, H5T_NATIVE_UINT32);
+    FIELD(t, NodeRow, name, name_t);
+    FIELD(t, NodeRow, kind, name_t);
+    FIELD(t, NodeRow, role, name_t);
+    FIELD(t, NodeRow, tier, H5T_NATIVE_UINT8);
+    FIELD(t, NodeRow, server, H5T_NATIVE_UINT32);
+    FIELD(t, NodeRow, local, H5T_NATIVE_UINT32);
+    FIELD(t, NodeRow, zone, H5T_NATIVE_UINT32);
+    write_table(file, "nodes", t, rows.data(), rows.size());
+  }
+  {
+    std::vector<LinkRow> rows(f.link_count());
+    for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
+      const fabric::Link& link = f.link(l);
+      rows[l] = LinkRow{l,
+                        link.src,
+                        link.dst,
+                        link.link_class,
+                        link.capacity.bits_per_second(),
+                        link.latency.count_ps(),
+                        rec.links()[l].bytes,
+                        rec.links()[l].utilization,
+                        rec.links()[l].qps};
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(LinkRow)), H5Tclose);
+    FIELD(t, LinkRow, id, H5T_NATIVE_UINT32);
+    FIELD(t, LinkRow, src, H5T_NATIVE_UINT32);
+    FIELD(t, LinkRow, dst, H5T_NATIVE_UINT32);
+    FIELD(t, LinkRow, link_class, H5T_NATIVE_UINT16);
+    FIELD(t, LinkRow, capacity_bps, H5T_NATIVE_INT64);
+    FIELD(t, LinkRow, latency_ps, H5T_NATIVE_INT64);
+    FIELD(t, LinkRow, bytes, H5T_NATIVE_INT64);
+    FIELD(t, LinkRow, utilization, H5T_NATIVE_DOUBLE);
+    FIELD(t, LinkRow, qps, H5T_NATIVE_UINT32);
+    write_table(file, "links", t, rows.data(), rows.size());
+
+    std::vector<std::array<char, kName>> classes(f.link_classes().size());
+    for (size_t c = 0; c < classes.size(); ++c) {
+      classes[c].fill('\0');
+      const std::string& s = f.link_classes()[c];
+      std::memcpy(classes[c].data(), s.data(), std::min(s.size(), kName - 1));
+    }
+    write_table(file, "link_classes", name_t, classes.data(), classes.size());
+  }
+  {
+    std::vector<FlowRow> rows;
+    rows.reserve(rec.flows().size());
+    for (const engine::FlowRecord& fr : rec.flows()) {
+      rows.push_back(FlowRow{fr.id, fr.workload, f.rank_of(fr.src), f.rank_of(fr.dst), fr.qp,
+                             fr.path, fr.bytes.count(), fr.start.count_ps(),
+                             fr.bandwidth_end.count_ps(), fr.delivered.count_ps(),
+                             (fr.delivered - fr.start).in_seconds()});
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(FlowRow)), H5Tclose);
+    FIELD(t, FlowRow, id, H5T_NATIVE_UINT64);
+    FIELD(t, FlowRow, workload, H5T_NATIVE_UINT32);
+    FIELD(t, FlowRow, src_rank, H5T_NATIVE_UINT32);
+    FIELD(t, FlowRow, dst_rank, H5T_NATIVE_UINT32);
+    FIELD(t, FlowRow, qp, H5T_NATIVE_UINT32);
+    FIELD(t, FlowRow, path, H5T_NATIVE_UINT32);
+    FIELD(t, FlowRow, bytes, H5T_NATIVE_INT64);
+    FIELD(t, FlowRow, start_ps, H5T_NATIVE_INT64);
+    FIELD(t, FlowRow, bandwidth_end_ps, H5T_NATIVE_INT64);
+    FIELD(t, FlowRow, delivered_ps, H5T_NATIVE_INT64);
+    FIELD(t, FlowRow, fct_s, H5T_NATIVE_DOUBLE);
+    write_table(file, "flows", t, rows.data(), rows.size());
+  }
+  {
+    std::vector<QpRow> rows;
+    rows.reserve(sim.qps().size());
+    for (engine::QpIndex q = 0; q < sim.qps().size(); ++q) {
+      const engine::QpInfo& qi = sim.qps()[q];
+      QpRow r{};
+      r.qp = q;
+      r.src_ip = qi.key.src_ip;
+      r.dst_ip = qi.key.dst_ip;
+      r.src_port = qi.key.src_port;
+      r.dst_port = qi.key.dst_port;
+      r.dst_qpn = qi.key.dst_qpn;
+      r.path = qi.path;
+      const auto [src, dst] = sim.connection_endpoints(qi.connection);
+      r.src_rank = f.rank_of(src);
+      r.dst_rank = f.rank_of(dst);
+      rows.push_back(r);
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(QpRow)), H5Tclose);
+    FIELD(t, QpRow, qp, H5T_NATIVE_UINT32);
+    FIELD(t, QpRow, src_rank, H5T_NATIVE_UINT32);
+    FIELD(t, QpRow, dst_rank, H5T_NATIVE_UINT32);
+    FIELD(t, QpRow, src_ip, H5T_NATIVE_UINT32);
+    FIELD(t, QpRow, dst_ip, H5T_NATIVE_UINT32);
+    FIELD(t, QpRow, src_port, H5T_NATIVE_UINT16);
+    FIELD(t, QpRow, dst_port, H5T_NATIVE_UINT16);
+    FIELD(t, QpRow, dst_qpn, H5T_NATIVE_UINT32);
+    FIELD(t, QpRow, path, H5T_NATIVE_UINT32);
+    write_table(file, "qps", t, rows.data(), rows.size());
+  }
+  {
+    Handle g = group(file, "paths");
+    const routing::PathTable& paths = sim.paths();
+    std::vector<uint32_t> links;
+    std::vector<uint64_t> offsets{0};
+    std::vector<int64_t> latency;
+    for (routing::PathId p = 0; p < paths.size(); ++p) {
+      for (fabric::LinkId l : paths.links(p))
+        links.push_back(l);
+      offsets.push_back(links.size());
+      latency.push_back(paths.latency(p).count_ps());
+    }
+    write_table(g, "links", H5T_NATIVE_UINT32, links.data(), links.size());
+    write_table(g, "offsets", H5T_NATIVE_UINT64, offsets.data(), offsets.size());
+    write_table(g, "latency_ps", H5T_NATIVE_INT64, latency.data(), latency.size());
+  }
+  {
+    std::vector<WorkloadRow> rows;
+    std::vector<FigureRow> figures;
+    for (size_t i = 0; i < rec.workloads().size(); ++i) {
+      const WorkloadResult& w = rec.workloads()[i];
+      WorkloadRow r{};
+      r.id = static_cast<uint32_t>(i);
+      copy_name(r.name, w.name);
+      copy_name(r.type, w.type);
+      r.start_ps = w.start.count_ps();
+      r.end_ps = w.end.count_ps();
+      r.duration_s = (w.end - w.start).in_seconds();
+      r.flows = w.flows;
+      r.bytes = w.bytes;
+      r.throughput_gbps = w.throughput_gbps;
+      r.mean_fct_s = w.mean_fct_s;
+      r.max_fct_s = w.max_fct_s;
+      rows.push_back(r);
+      for (const auto& [name, value] : w.figures.values) {
+        FigureRow fr{};
+        fr.workload = r.id;
+        copy_name(fr.name, name);
+        fr.value = value;
+        figures.push_back(fr);
+      }
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(WorkloadRow)), H5Tclose);
+    FIELD(t, WorkloadRow, id, H5T_NATIVE_UINT32);
+    FIELD(t, WorkloadRow, name, name_t);
+    FIELD(t, WorkloadRow, type, name_t);
+    FIELD(t, WorkloadRow, start_ps, H5T_NATIVE_INT64);
+    FIELD(t, WorkloadRow, end_ps, H5T_NATIVE_INT64);
+    FIELD(t, WorkloadRow, duration_s, H5T_NATIVE_DOUBLE);
+    FIELD(t, WorkloadRow, flows, H5T_NATIVE_UINT64);
+    FIELD(t, WorkloadRow, bytes, H5T_NATIVE_INT64);
+    FIELD(t, WorkloadRow, throughput_gbps, H5T_NATIVE_DOUBLE);
+    FIELD(t, WorkloadRow, mean_fct_s, H5T_NATIVE_DOUBLE);
+    FIELD(t, WorkloadRow, max_fct_s, H5T_NATIVE_DOUBLE);
+    write_table(file, "workloads", t, rows.data(), rows.size());
+
+    Handle ft(H5Tcreate(H5T_COMPOUND, sizeof(FigureRow)), H5Tclose);
+    FIELD(ft, FigureRow, workload, H5T_NATIVE_UINT32);
+    FIELD(ft, FigureRow, name, name_t);
+    FIELD(ft, FigureRow, value, H5T_NATIVE_DOUBLE);
+    write_table(file, "workload_figures", ft, figures.data(), figures.size());
+  }
+  {
+    std::vector<TierRow> rows;
+    for (const TierResult& tr : rec.tiers()) {
+      TierRow r{};
+      copy_name(r.link_class, tr.link_class);
+      r.links = tr.links;
+      r.capacity_bps = tr.capacity_bps;
+      r.mean_utilization = tr.mean_utilization;
+      r.max_utilization = tr.max_utilization;
+      r.mean_qps = tr.mean_qps;
+      r.max_qps = tr.max_qps;
+      r.mmr = tr.mmr;
+      rows.push_back(r);
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(TierRow)), H5Tclose);
+    FIELD(t, TierRow, link_class, name_t);
+    FIELD(t, TierRow, links, H5T_NATIVE_UINT64);
+    FIELD(t, TierRow, capacity_bps, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, mean_utilization, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, max_utilization, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, mean_qps, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, max_qps, H5T_NATIVE_UINT32);
+    FIELD(t, TierRow, mmr, H5T_NATIVE_DOUBLE);
+    write_table(file, "tiers", t, rows.data(), rows.size());
+  }
+}
+
+#undef FIELD
+
+}  // namespace
+
+void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr noise
+  const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
+  try {
+    Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    check(H5Pset_obj_track_times(fcpl, false), "disable root times");
+    {
+      Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
+      if (file < 0) {
+        throw std::runtime_error(fmt::format("cannot create '{}'", tmp));
+      }
+      write_all(file, rec, meta);
+      check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush file");
+    }
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace rocesim::metrics

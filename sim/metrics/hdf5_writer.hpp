@@ -1,0 +1,23 @@
+// Writes results.h5 (schema: docs/output.md). The file is written under a temporary name in the
+// same directory and renamed when complete, so a reader never sees half a file, and an error
+// leaves nothing behind. Object timestamps are off, so the same run gives the same bytes.
+#pragma once
+
+#include <string>
+
+#include "sim/metrics/recorder.hpp"
+
+namespace rocesim::metrics {
+
+struct ResultsMeta {
+  std::string version;
+  std::string scenario_name;
+  std::string scenario_file;
+  std::string effective_scenario;  // YAML text of the scenario with every default filled in
+  uint64_t seed = 0;
+};
+
+/// Throws std::runtime_error naming the path if the file cannot be written.
+void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta);
+
+}  // namespace rocesim::metrics

@@ -1,0 +1,84 @@
+#include "sim/metrics/recorder.hpp"
+
+#include <algorithm>
+
+namespace rocesim::metrics {
+
+double max_mean_ratio(const std::vector<uint32_t>& counts) {
+  if (counts.empty()) return 0;
+  uint64_t sum = 0;
+  uint32_t most = 0;
+  for (uint32_t c : counts) {
+    sum += c;
+    most = std::max(most, c);
+  }
+  if (sum == 0) return 0;
+  return static_cast<double>(most) * static_cast<double>(counts.size()) / static_cast<double>(sum);
+}
+
+Recorder::Recorder(const engine::Simulation& sim, size_t max_flows)
+    : sim_(sim), max_flows_(max_flows), links_(sim.fabric().link_count()) {}
+
+void Recorder::on_qp_routed(engine::QpIndex, routing::PathId path) {
+  for (fabric::LinkId l : sim_.paths().links(path))
+    ++links_[l].qps;
+}
+
+void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
+  ++flows_seen_;
+  for (fabric::LinkId l : sim_.paths().links(flow.path))
+    links_[l].bytes += flow.bytes.count();
+  if (flows_.size() < max_flows_) flows_.push_back(flow);
+}
+
+void Recorder::finalize() {
+  const fabric::Fabric& f = sim_.fabric();
+  const double horizon = sim_.end_time().in_seconds();
+  for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
+    const double cap = f.link(l).capacity.bytes_per_second();
+    links_[l].utilization =
+        horizon > 0 ? static_cast<double>(links_[l].bytes) / (cap * horizon) : 0;
+  }
+
+  tiers_.assign(f.link_classes().size(), TierResult{});
+  std::vector<std::vector<uint32_t>> qps(tiers_.size());
+  for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
+    const fabric::Link& link = f.link(l);
+    TierResult& t = tiers_[link.link_class];
+    ++t.links;
+    t.capacity_bps = std::max(t.capacity_bps, static_cast<double>(link.capacity.bits_per_second()));
+    t.mean_utilization += links_[l].utilization;
+    t.max_utilization = std::max(t.max_utilization, links_[l].utilization);
+    qps[link.link_class].push_back(links_[l].qps);
+  }
+  for (size_t c = 0; c < tiers_.size(); ++c) {
+    TierResult& t = tiers_[c];
+    t.link_class = f.link_classes()[c];
+    t.mean_utilization /= static_cast<double>(t.links);
+    uint64_t sum = 0;
+    for (uint32_t q : qps[c]) {
+      sum += q;
+      t.max_qps = std::max(t.max_qps, q);
+    }
+    t.mean_qps = static_cast<double>(sum) / static_cast<double>(t.links);
+    t.mmr = max_mean_ratio(qps[c]);
+  }
+
+  for (const engine::WorkloadState& s : sim_.workloads()) {
+    WorkloadResult w;
+    w.name = s.workload->name();
+    w.type = std::string(s.workload->type());
+    w.start = s.start;
+    w.end = s.end;
+    w.flows = s.flows;
+    w.bytes = s.bytes;
+    const double d = (s.end - s.start).in_seconds();
+    w.throughput_gbps = d > 0 ? static_cast<double>(s.bytes) * 8e-9 / d : 0;
+    w.mean_fct_s = s.flows > 0 ? s.fct_sum_s / static_cast<double>(s.flows) : 0;
+    w.max_fct_s = s.fct_max.in_seconds();
+    if (d > 0) s.workload->figures(w.figures, s.end - s.start);
+    workloads_.push_back(std::move(w));
+  }
+}
+
+}  // namespace rocesim::metrics

@@ -1,0 +1,48 @@
+#include "sim/metrics/summary.hpp"
+
+#include <fmt/format.h>
+
+namespace rocesim::metrics {
+
+std::string format_summary(const Recorder& rec, const RunInfo& info) {
+  const engine::Simulation& sim = rec.simulation();
+  const fabric::Fabric& f = sim.fabric();
+  std::string out = fmt::format("scenario {}  (seed {})\n", info.scenario_name, info.seed);
+  out += fmt::format("fabric   {}; {} GPUs, {} nodes, {} links\n", f.description(), f.gpu_count(),
+                     f.node_count(), f.link_count());
+  const double events_per_s =
+      info.wall_seconds > 0 ? static_cast<double>(sim.events()) / info.wall_seconds : 0;
+  out += fmt::format(
+      "run      simulated {} in {:.3f} s of wall time; {} flows, {} events "
+      "({:.3g} events/s)\n\n",
+      format_time(sim.end_time()), info.wall_seconds, rec.flows_seen(), sim.events(), events_per_s);
+
+  out += fmt::format("{:<20} {:<15} {:>12} {:>12} {:>9} {:>11} {:>13} {:>12} {:>12}\n", "workload",
+                     "type", "start", "completion", "flows", "bytes", "throughput", "mean FCT",
+                     "max FCT");
+  for (const WorkloadResult& w : rec.workloads()) {
+    out += fmt::format("{:<20} {:<15} {:>12} {:>12} {:>9} {:>11} {:>8.2f} Gb/s {:>12} {:>12}\n",
+                       w.name, w.type, format_time(w.start), format_time(w.end - w.start), w.flows,
+                       format_bytes(Bytes(w.bytes)), w.throughput_gbps,
+                       format_time(Time::seconds(w.mean_fct_s)),
+                       format_time(Time::seconds(w.max_fct_s)));
+    for (const auto& [name, value] : w.figures.values) {
+      out += fmt::format("{:<20}   {} = {:.6g}\n", "", name, value);
+    }
+  }
+
+  out += fmt::format("\n{:<24} {:>8} {:>10} {:>10} {:>10} {:>8} {:>7}\n", "link tier", "links",
+                     "util mean", "util max", "QPs mean", "QPs max", "MMR");
+  for (const TierResult& t : rec.tiers()) {
+    out += fmt::format("{:<24} {:>8} {:>9.1f}% {:>9.1f}% {:>10.2f} {:>8} {:>7.3f}\n", t.link_class,
+                       t.links, 100 * t.mean_utilization, 100 * t.max_utilization, t.mean_qps,
+                       t.max_qps, t.mmr);
+  }
+  if (rec.flows_truncated()) {
+    out += fmt::format("\nnote: results.h5 keeps the first {} of {} flows (output.max_flows)\n",
+                       rec.flows().size(), rec.flows_seen());
+  }
+  return out;
+}
+
+}  // namespace rocesim::metrics

@@ -1,0 +1,62 @@
+// The `maxmin` network model: fluid flows that share links max-min fairly (maxmin_solver.hpp).
+// Rates are piecewise constant between events. Each flow keeps the bytes it had left when its
+// rate last changed, so advancing time touches only the flows whose rate changes; the predicted
+// end of each flow sits in a heap, and a rate change re-keys it (stale entries are skipped).
+//
+// Semantics, as in the reference max-min model of the peer harnesses: a flow shares bandwidth
+// from the instant it starts; its last byte leaves the sender when its bytes are exhausted (the
+// end of its bandwidth phase); the engine adds the path's first-byte latency to get the time the
+// receiver has it. No headers, no slow start, no store-and-forward.
+#pragma once
+
+#include <queue>
+#include <vector>
+
+#include "sim/core/params.hpp"
+#include "sim/network/maxmin_solver.hpp"
+#include "sim/network/network_model.hpp"
+
+namespace rocesim::network {
+
+class MaxMinNetwork final : public NetworkModel {
+ public:
+  explicit MaxMinNetwork(const fabric::Fabric& f, int threads = 1);
+
+  std::string_view name() const override { return "maxmin"; }
+  FlowHandle start(std::span<const fabric::LinkId> links, double bytes, Time now,
+                   double rate_cap) override;
+  Time next_event() override;
+  void advance(Time t, std::vector<FlowHandle>& finished) override;
+  void commit(Time now) override;
+  double rate(FlowHandle f) const override { return state_[f].rate; }
+  size_t active_flows() const override { return solver_.active_flows(); }
+
+  MaxMinSolver& solver() { return solver_; }
+
+ private:
+  struct FlowState {
+    double remaining = 0;  // bytes left at `since`
+    double rate = 0;       // bytes/s since `since`
+    Time since{};
+    uint32_t version = 0;  // bumps when the predicted end moves
+    bool live = false;
+  };
+  struct Pending {
+    int64_t end_ps;
+    FlowHandle flow;
+    uint32_t version;
+    bool operator>(const Pending& o) const {
+      return end_ps > o.end_ps || (end_ps == o.end_ps && flow > o.flow);
+    }
+  };
+
+  MaxMinSolver solver_;
+  std::vector<FlowState> state_;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> ends_;
+  std::vector<MaxMinSolver::FlowSlot> changed_;
+};
+
+/// The `network` section of a scenario.
+const ParamTable& network_table();
+
+}  // namespace rocesim::network

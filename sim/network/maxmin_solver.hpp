@@ -1,0 +1,139 @@
+// Max-min fair bandwidth sharing: the numerical heart of the `maxmin` network model.
+//
+// The maths
+// ---------
+// Links l have capacities C_l (bytes/s). Flow f crosses the set of links P_f and may have its
+// own rate cap c_f (e.g. a NIC or QP rate limit; +inf when absent). A rate vector r is feasible
+// when, for every link, sum_{f crosses l} r_f <= C_l and r_f <= c_f. It is max-min fair when no
+// flow's rate can be raised without lowering the rate of a flow that has an equal or smaller
+// rate; equivalently, every flow has a bottleneck: a saturated link on its path on which it has
+// the largest rate (or its own cap).
+//
+// Progressive filling computes it. Raise a common "water level" lambda for all unfixed flows.
+// Link l saturates when  F_l + n_l * lambda = C_l,  where F_l is the rate already fixed on l and
+// n_l the number of unfixed flows crossing it, i.e. at its fair share  s_l = (C_l - F_l) / n_l.
+// Take the link with the smallest share (or the smallest cap), fix its unfixed flows at that
+// level, update F and n of the other links they cross, repeat. Shares only grow as flows are
+// fixed ((R - lambda)/(n - 1) >= R/n when lambda <= R/n), so a heap keyed by share gives
+// O(H log L) for H flow-link incidences.
+//
+// Incremental updates
+// -------------------
+// Rates are recomputed only when flows come or go, and only where that can change anything:
+//  * Components: a change propagates only through links shared by flows, so only the connected
+//    components (flows joined by common links) that contain a changed link are recomputed.
+//  * Levels: progressive filling is identical below the level of the lowest change. Removing
+//    flow f cannot change any flow whose rate was below r_f: no link on f's path saturated
+//    before level r_f (else f would have been fixed lower), and every other link sees the same
+//    equations until then. Adding flow g likewise cannot change flows below g's new rate, which
+//    is at least  min(c_g, min_{l in P_g} C_l / n_l)  (no link saturates below its equal share).
+//    So with tau = min(rates of removed flows, these bounds for added flows), flows with rates
+//    below tau keep them ("frozen": their rates are subtracted from the capacities), and the
+//    components are explored only through flows at or above tau. When a collective's equal
+//    flows complete from the fastest down, this touches few flows however many are active.
+// `set_incremental(false)` disables both (every solve recomputes every flow from scratch); a
+// test demands that both paths agree.
+//
+// Independent components are solved in parallel (OpenMP) when several are dirty; each writes
+// only its own flows and links, and results are gathered in component order, so the output
+// does not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace rocesim::network {
+
+class MaxMinSolver {
+ public:
+  using FlowSlot = uint32_t;
+  using LinkIndex = uint32_t;
+  static constexpr size_t kMaxHops = 16;
+  static constexpr double kNoCap = std::numeric_limits<double>::infinity();
+
+  /// Capacities in bytes per second, all positive.
+  explicit MaxMinSolver(std::vector<double> link_capacity);
+
+  /// Adds a flow over `links` (at most kMaxHops, no repeats) with an optional rate cap. Its rate
+  /// is undefined until the next solve().
+  FlowSlot add(std::span<const LinkIndex> links, double cap = kNoCap);
+  /// Removes a flow; its slot may be reused by a later add().
+  void remove(FlowSlot f);
+  /// Recomputes the rates that the adds and removes since the last call can have changed, and
+  /// replaces `changed` with the flows whose rate differs from before (new flows included), in
+  /// a deterministic order.
+  void solve(std::vector<FlowSlot>& changed);
+
+  double rate(FlowSlot f) const { return flows_[f].rate; }
+  std::span<const LinkIndex> links(FlowSlot f) const { return {flows_[f].hops, flows_[f].nhops}; }
+  size_t active_flows() const { return active_; }
+  size_t link_count() const { return cap_.size(); }
+  double capacity(LinkIndex l) const { return cap_[l]; }
+  /// Sum of the current rates of the flows on a link (for checks and utilisation sampling).
+  double load(LinkIndex l) const;
+
+  void set_incremental(bool on) { incremental_ = on; }
+  void set_threads(int n) { threads_ = n < 1 ? 1 : n; }
+
+  struct Stats {
+    uint64_t solves = 0;
+    uint64_t components = 0;
+    uint64_t flows_recomputed = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Flow {
+    LinkIndex hops[kMaxHops];
+    uint8_t nhops = 0;
+    bool live = false;
+    double cap = kNoCap;
+    double rate = -1;  // < 0: added since the last solve
+    uint32_t generation = 0;
+  };
+  struct Entry {  // a flow on a link's list; stale once the slot's generation moves on
+    FlowSlot flow;
+    uint32_t generation;
+  };
+  struct Component {
+    uint32_t link_begin, link_end, flow_begin, flow_end;
+  };
+
+  bool entry_live(const Entry& e) const {
+    return flows_[e.flow].live && flows_[e.flow].generation == e.generation;
+  }
+  void compact(LinkIndex l);
+  void explore(double tau);
+  void fill(const Component& c, std::vector<std::pair<double, LinkIndex>>& heap);
+
+  std::vector<double> cap_;
+  std::vector<std::vector<Entry>> on_link_;
+  std::vector<uint32_t> live_count_, dead_count_;
+  std::vector<Flow> flows_;
+  std::vector<FlowSlot> free_;
+  size_t active_ = 0;
+
+  // Changes since the last solve.
+  std::vector<LinkIndex> dirty_links_;
+  std::vector<FlowSlot> added_;
+  double removed_min_rate_ = kNoCap;
+
+  // Scratch, indexed by link or flow; marks compare against `epoch_` to avoid clearing.
+  uint32_t epoch_ = 0;
+  std::vector<uint32_t> link_mark_, flow_mark_, fixed_mark_;
+  std::vector<double> remaining_;  // capacity left for unfixed flows
+  std::vector<uint32_t> unfixed_;  // unfixed flows of the component on the link
+  std::vector<uint32_t> version_;  // heap entry version per link
+  std::vector<LinkIndex> comp_links_;
+  std::vector<FlowSlot> comp_flows_;
+  std::vector<Component> components_;
+  std::vector<double> new_rate_;  // per flow: the rate computed by this solve
+
+  bool incremental_ = true;
+  int threads_ = 1;
+  Stats stats_;
+};
+
+}  // namespace rocesim::network

@@ -1,0 +1,250 @@
+#include "sim/scenario/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "sim/collectives/ring_allreduce.hpp"
+#include "sim/engine/workload_params.hpp"
+#include "sim/network/maxmin_network.hpp"
+#include "sim/scenario/yaml_source.hpp"
+#include "sim/topology/builders.hpp"
+#include "sim/topology/node_interior.hpp"
+#include "sim/topology/topology.hpp"
+#include "sim/workload/flow_list.hpp"
+#include "sim/workload/patterns.hpp"
+
+namespace rocesim::scenario {
+namespace {
+
+constexpr Param kOutputParams[] = {
+    {.key = "max_flows",
+     .type = ParamType::Integer,
+     .fallback = "1000000",
+     .help = "flow records kept for results.h5 (the first ones delivered); all flows still count "
+             "in the statistics",
+     .check = Check::NonNegative},
+};
+const ParamTable kOutputTable{"output", "What results.h5 keeps.", kOutputParams};
+
+constexpr Param kScenarioParams[] = {
+    {.key = "name",
+     .type = ParamType::String,
+     .help = "scenario name (default: the file name without extension)",
+     .optional = true},
+    {.key = "seed",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "seed of every random stream (QP numbers, hash seeds, generated patterns)",
+     .check = Check::NonNegative},
+    {.key = "topology",
+     .type = ParamType::Any,
+     .help = "the fabric: a topology mapping, or the path of a topology file",
+     .choices = "mapping or file name"},
+    {.key = "routing",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "routing scheme",
+     .choices = "see routing"},
+    {.key = "network",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "bandwidth-sharing model",
+     .choices = "see network"},
+    {.key = "workloads",
+     .type = ParamType::List,
+     .help = "traffic to simulate",
+     .choices = "see the workload types"},
+    {.key = "output",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "results.h5 contents",
+     .choices = "see output"},
+};
+const ParamTable kScenarioTable{"scenario", "The top level of a scenario file.", kScenarioParams};
+
+struct WorkloadKind {
+  std::string_view type;
+  const ParamTable* table;
+  std::unique_ptr<engine::Workload> (*make)(const engine::WorkloadInput&);
+};
+
+std::span<const WorkloadKind> workload_kinds() {
+  static const WorkloadKind kinds[] = {
+      {"flows", &workload::kFlowListTable, &workload::make_flow_list},
+      {"permutation", &workload::kPermutationTable, &workload::make_permutation},
+      {"incast", &workload::kIncastTable, &workload::make_incast},
+      {"all_to_all", &workload::kAllToAllTable, &workload::make_all_to_all},
+      {"ring_step", &workload::kRingStepTable, &workload::make_ring_step},
+      {"ring_allreduce", &collectives::kRingAllReduceTable, &collectives::make_ring_allreduce},
+  };
+  return kinds;
+}
+
+/// The topology mapping: inline, or loaded from the named file (whose root is either the
+/// topology mapping itself or a mapping with a single `topology` key).
+ConfigNode resolve_topology(const ConfigNode& value, const std::string& base_dir) {
+  if (value.is_map()) return value;
+  if (!value.is_scalar()) {
+    throw InputError(value.where(), value.path(),
+                     "a topology mapping or the path of a topology file", value.describe());
+  }
+  std::filesystem::path p(value.value());
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  const ConfigNode root = load_yaml_file(p.string(), "", value.where());
+  if (root.is_map() && root.entries().size() == 1 && root.find("topology") != nullptr) {
+    return *root.find("topology");  // its paths already start at "topology"
+  }
+  return load_yaml_file(p.string(), value.path(), value.where());
+}
+
+std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& file,
+                                   const std::string& base_dir, const Overrides& o) {
+  auto run = std::make_unique<ScenarioRun>();
+  EffectiveConfig sink;
+  const ParamReader r(root, kScenarioTable, &sink);
+  run->file = file;
+  run->name = r.has("name") ? r.string("name") : std::filesystem::path(file).stem().string();
+  run->seed = o.seed.value_or(static_cast<uint64_t>(r.integer("seed")));
+
+  // The topology, with its effective form recorded under "topology".
+  ConfigNode written = root;
+  const ConfigNode topo = resolve_topology(r.node("topology"), base_dir);
+  written.set("topology", root.key_where("topology"), topo);
+  run->fabric = topology::build_topology(topo, &sink);
+
+  const ParamReader routing = r.section("routing", routing::routing_table());
+  run->router = routing::make_router(routing, run->fabric, run->seed);
+  const ParamReader net = r.section("network", network::network_table());
+  (void)net.choice("model");
+  run->network = std::make_unique<network::MaxMinNetwork>(run->fabric, o.threads);
+
+  engine::SimulationConfig sc;
+  sc.seed = run->seed;
+  sc.threads = o.threads;
+  sc.source_port = fabric::parse_source_port_policy(routing.choice("source_port"));
+  run->sim = std::make_unique<engine::Simulation>(run->fabric, *run->router, *run->network, sc);
+
+  const ConfigNode& list = r.node("workloads");
+  if (list.items().empty()) r.fail("workloads", "at least one workload", "an empty list");
+  std::map<std::string, engine::WorkloadId> by_name;
+  for (size_t i = 0; i < list.items().size(); ++i) {
+    const ConfigNode& item = list.items()[i];
+    if (!item.is_map()) {
+      throw InputError(item.where(), item.path(), "a workload mapping with a 'type' key",
+                       item.describe());
+    }
+    const ConfigNode* type = item.find("type");
+    if (type == nullptr) {
+      throw InputError(item.where(), config_path(item.path(), "type"),
+                       fmt::format("a workload type ({})", engine::kWorkloadTypeParam.choices),
+                       "it missing");
+    }
+    const WorkloadKind* kind = nullptr;
+    for (const WorkloadKind& k : workload_kinds()) {
+      if (type->is_scalar() && type->value() == k.type) kind = &k;
+    }
+    if (kind == nullptr) {
+      std::string types;
+      for (const WorkloadKind& k : workload_kinds()) {
+        types += types.empty() ? "" : ", ";
+        types += fmt::format("'{}'", k.type);
+      }
+      throw InputError(type->where(), type->path(), fmt::format("one of {}", types),
+                       type->describe());
+    }
+    const ParamReader w(item, *kind->table, &sink);
+    const std::string name = w.has("name") ? w.string("name") : fmt::format("{}{}", kind->type, i);
+    if (by_name.count(name) != 0) {
+      w.fail(w.has("name") ? "name" : "type", "a name not used by another workload",
+             fmt::format("'{}' again", name));
+    }
+    std::vector<engine::WorkloadId> after;
+    if (w.has("after")) {
+      for (const ConfigNode& a : w.node("after").items()) {
+        const auto it = a.is_scalar() ? by_name.find(a.value()) : by_name.end();
+        if (it == by_name.end()) {
+          throw InputError(a.where(), a.path(), "the name of a workload listed before this one",
+                           a.describe());
+        }
+        after.push_back(it->second);
+      }
+    }
+    engine::WorkloadInput in{w, run->fabric, run->seed, name, base_dir};
+    by_name[name] = run->sim->add_workload(kind->make(in), w.time("start"), std::move(after));
+  }
+
+  const ParamReader out = r.section("output", kOutputTable);
+  run->max_flow_records = static_cast<size_t>(out.integer("max_flows"));
+  run->recorder = std::make_unique<metrics::Recorder>(*run->sim, run->max_flow_records);
+  run->sim->add_observer(run->recorder.get());
+
+  ConfigNode effective = sink.assemble(written);
+  if (o.seed) {
+    effective.set("seed", SourceLocation{},
+                  ConfigNode::scalar(std::to_string(run->seed), SourceLocation{}, "seed"));
+  }
+  run->effective_yaml = to_yaml(effective);
+  return run;
+}
+
+}  // namespace
+
+void ScenarioRun::run() {
+  sim->run();
+  recorder->finalize();
+}
+
+std::unique_ptr<ScenarioRun> load_scenario(const std::string& path, const Overrides& o) {
+  const ConfigNode root = load_yaml_file(path, "");
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return build(root, path, base.empty() ? "." : base, o);
+}
+
+std::unique_ptr<ScenarioRun> load_scenario_text(const std::string& text, const std::string& name,
+                                                const std::string& base_dir, const Overrides& o) {
+  return build(load_yaml_text(text, name), name, base_dir, o);
+}
+
+fabric::Fabric load_topology(const std::string& path) {
+  const ConfigNode root = load_yaml_file(path, "");
+  if (!root.is_map()) {
+    throw InputError(root.where(), "", "a scenario or topology mapping", root.describe());
+  }
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  if (const ConfigNode* t = root.find("topology")) {
+    return topology::build_topology(resolve_topology(*t, base.empty() ? "." : base));
+  }
+  return topology::build_topology(root);
+}
+
+std::vector<const ParamTable*> all_tables() {
+  std::vector<const ParamTable*> t{&kScenarioTable};
+  for (const topology::TopologyBuilder& b : topology::topology_builders())
+    t.push_back(b.table);
+  for (const ParamTable* s : topology::clos_subtables())
+    t.push_back(s);
+  for (const ParamTable* s : topology::rail_subtables())
+    t.push_back(s);
+  t.push_back(&topology::server_table());
+  t.push_back(&routing::routing_table());
+  for (const ParamTable* s : routing::routing_subtables())
+    t.push_back(s);
+  t.push_back(&network::network_table());
+  for (const WorkloadKind& k : workload_kinds())
+    t.push_back(k.table);
+  t.push_back(&workload::kFlowTable);
+  t.push_back(&kOutputTable);
+  return t;
+}
+
+std::string scenario_reference_markdown() {
+  std::string out;
+  for (const ParamTable* t : all_tables())
+    out += table_markdown(*t) + "\n";
+  return out;
+}
+
+}  // namespace rocesim::scenario

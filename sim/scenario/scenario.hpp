@@ -1,0 +1,56 @@
+// A scenario: a YAML file that names a topology (inline or a file of topologies/), the routing
+// scheme, the network model and a list of workloads. Loading validates everything against the
+// parameter tables and builds the whole simulation before anything runs or is written, so a
+// mistake anywhere is reported with its file, line and column and nothing is left half done.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "sim/engine/simulation.hpp"
+#include "sim/fabric/fabric.hpp"
+#include "sim/metrics/recorder.hpp"
+#include "sim/network/network_model.hpp"
+#include "sim/routing/router.hpp"
+
+namespace rocesim::scenario {
+
+struct Overrides {
+  std::optional<uint64_t> seed;
+  int threads = 1;
+};
+
+/// Everything one run needs, built and wired; run() simulates.
+struct ScenarioRun {
+  std::string name;
+  std::string file;
+  uint64_t seed = 0;
+  std::string effective_yaml;  // the scenario with every default filled in
+  size_t max_flow_records = 0;
+
+  fabric::Fabric fabric;
+  std::unique_ptr<routing::Router> router;
+  std::unique_ptr<network::NetworkModel> network;
+  std::unique_ptr<engine::Simulation> sim;
+  std::unique_ptr<metrics::Recorder> recorder;
+
+  void run();
+};
+
+std::unique_ptr<ScenarioRun> load_scenario(const std::string& path, const Overrides& o = {});
+/// Same, from YAML text; relative file references resolve against `base_dir`.
+std::unique_ptr<ScenarioRun> load_scenario_text(const std::string& text, const std::string& name,
+                                                const std::string& base_dir,
+                                                const Overrides& o = {});
+
+/// Builds and seals just the topology of a scenario or topology file (for `rocesim topo`).
+fabric::Fabric load_topology(const std::string& path);
+
+/// Every parameter table, in the order of the scenario reference (docs/scenario.md).
+std::vector<const ParamTable*> all_tables();
+/// The scenario reference as Markdown.
+std::string scenario_reference_markdown();
+
+}  // namespace rocesim::scenario

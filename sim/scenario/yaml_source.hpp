@@ -1,0 +1,22 @@
+// Reading YAML files into ConfigNode trees that remember file, line and column of every value.
+// This is the only place that knows yaml-cpp.
+#pragma once
+
+#include <string>
+
+#include "sim/core/config.hpp"
+
+namespace rocesim::scenario {
+
+/// Parses `path`; every node's path starts at `root_path` (e.g. "topology" for an included
+/// topology file). `referenced_from` locates the reference when the file is included, so a
+/// missing file is reported where it was named. Throws InputError.
+ConfigNode load_yaml_file(const std::string& path, const std::string& root_path,
+                          const SourceLocation& referenced_from = {});
+/// Parses YAML text (for tests and notebooks); `name` stands in for the file name.
+ConfigNode load_yaml_text(const std::string& text, const std::string& name);
+
+/// YAML text of a tree (for the effective scenario echoed into results.h5).
+std::string to_yaml(const ConfigNode& node);
+
+}  // namespace rocesim::scenario

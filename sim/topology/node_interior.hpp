@@ -1,0 +1,37 @@
+// The inside of a server (a "node" in the cluster sense): GPUs joined by an NVLink domain modelled
+// as one non-blocking NVSwitch with a link of `nvlink_bandwidth` each way per GPU, and NICs behind
+// PCIe with a 1:1 GPU-to-NIC mapping by default (GPU i uses NIC i * nics / gpus). GPUDirect RDMA
+// is assumed: data moves GPU -> PCIe -> NIC without touching host memory.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/core/params.hpp"
+#include "sim/fabric/fabric.hpp"
+
+namespace rocesim::topology {
+
+struct ServerSpec {
+  uint32_t gpus = 8;
+  uint32_t nics = 8;
+  Bandwidth nic_speed = Bandwidth::gbps(400);
+  Bandwidth nvlink_bandwidth = Bandwidth::gbps(3600);
+  Time nvlink_latency{};
+  Bandwidth pcie_bandwidth = Bandwidth::gbps(400);
+  Time pcie_latency{};
+};
+
+const ParamTable& server_table();
+ServerSpec read_server(const ParamReader& node_section);
+
+/// Adds one server's GPUs, NICs and NVSwitch with their internal links and registers it. Returns
+/// the index of the server; its NICs are `fabric.servers()[i].first_nic + k`.
+uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone);
+
+/// Per-role switch settings shared by builders: forwarding latency and buffer.
+struct SwitchSpec {
+  Time latency{};
+  Bytes buffer{};
+};
+
+}  // namespace rocesim::topology

@@ -1,0 +1,288 @@
+#include "sim/workload/flow_list.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "sim/core/quantity.hpp"
+#include "sim/engine/task_graph.hpp"
+#include "sim/fabric/gpu_selection.hpp"
+
+namespace rocesim::workload {
+namespace {
+
+using engine::TaskGraph;
+
+constexpr Param kFlowParams[] = {
+    {.key = "src", .type = ParamType::Any, .help = "sending GPU", .choices = "rank or GPU name"},
+    {.key = "dst", .type = ParamType::Any, .help = "receiving GPU", .choices = "rank or GPU name"},
+    {.key = "bytes", .type = ParamType::Bytes, .help = "flow size", .check = Check::Positive},
+    {.key = "start",
+     .type = ParamType::Time,
+     .fallback = "0s",
+     .help = "start time, relative to the workload's start",
+     .check = Check::NonNegative},
+    {.key = "via",
+     .type = ParamType::List,
+     .help = "switches the path must cross, in order (e.g. [spine3])",
+     .optional = true},
+    {.key = "qps",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "QPs the flow is split across",
+     .check = Check::Positive},
+    {.key = "id",
+     .type = ParamType::String,
+     .help = "name other flows can wait on",
+     .optional = true},
+    {.key = "after",
+     .type = ParamType::List,
+     .help = "ids of flows that must be delivered before this one starts",
+     .optional = true},
+};
+
+constexpr Param kFlowListParams[] = {
+    engine::kWorkloadTypeParam,
+    engine::kWorkloadNameParam,
+    engine::kWorkloadStartParam,
+    engine::kWorkloadAfterParam,
+    {.key = "flows",
+     .type = ParamType::List,
+     .help = "the flows, inline",
+     .choices = "see flow",
+     .optional = true},
+    {.key = "file",
+     .type = ParamType::String,
+     .help = "CSV file of flows, relative to the scenario file",
+     .optional = true},
+};
+
+std::vector<fabric::NodeId> read_via(const ConfigNode& list, const fabric::Fabric& f) {
+  std::vector<fabric::NodeId> via;
+  for (const ConfigNode& s : list.items())
+    via.push_back(fabric::select_switch(s, f));
+  return via;
+}
+
+// Adds a flow starting `start` after the workload: a delay task before the transfer.
+TaskGraph::TaskId add_flow(TaskGraph& g, TaskGraph::TransferSpec spec, Time start) {
+  const TaskGraph::TaskId t = g.add_transfer(spec);
+  if (start > Time::zero()) g.add_dependency(g.add_delay(start), t);
+  return t;
+}
+
+void check_flow_endpoints(const ConfigNode& where, fabric::NodeId src, fabric::NodeId dst) {
+  if (src == dst) {
+    throw InputError(where.where(), where.path(), "two different GPUs", "the same GPU twice");
+  }
+}
+
+void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskGraph& g) {
+  std::map<std::string, TaskGraph::TaskId> ids;
+  std::vector<std::pair<const ConfigNode*, TaskGraph::TaskId>> waits;
+  for (const ConfigNode& item : flows.items()) {
+    const ParamReader r = in.spec.child(item, kFlowTable);
+    TaskGraph::TransferSpec spec;
+    spec.src = fabric::select_gpu(r.node("src"), in.fabric);
+    spec.dst = fabric::select_gpu(r.node("dst"), in.fabric);
+    check_flow_endpoints(item, spec.src, spec.dst);
+    spec.bytes = r.bytes("bytes");
+    spec.conn.qps = static_cast<uint32_t>(r.integer("qps"));
+    spec.conn.mode = engine::QpMode::Split;
+    if (r.has("via")) spec.via = read_via(r.node("via"), in.fabric);
+    const TaskGraph::TaskId t = add_flow(g, spec, r.time("start"));
+    if (r.has("id")) {
+      if (!ids.emplace(r.string("id"), t).second) {
+        r.fail("id", "an id not used by another flow", fmt::format("'{}' again", r.string("id")));
+      }
+    }
+    if (r.has("after")) waits.emplace_back(&r.node("after"), t);
+  }
+  // Dependencies, checked for unknown ids and cycles (a cycle would never start).
+  std::vector<std::vector<TaskGraph::TaskId>> succ(g.size());
+  std::vector<uint32_t> indegree(g.size(), 0);
+  for (const auto& [list, t] : waits) {
+    for (const ConfigNode& id : list->items()) {
+      const auto it = id.is_scalar() ? ids.find(id.value()) : ids.end();
+      if (it == ids.end()) {
+        throw InputError(id.where(), id.path(), "the id of a flow of this workload", id.describe());
+      }
+      g.add_dependency(it->second, t);
+      succ[it->second].push_back(t);
+      ++indegree[t];
+    }
+  }
+  std::vector<TaskGraph::TaskId> ready;
+  for (TaskGraph::TaskId t = 0; t < g.size(); ++t) {
+    if (indegree[t] == 0) ready.push_back(t);
+  }
+  size_t seen = 0;
+  while (!ready.empty()) {
+    const TaskGraph::TaskId t = ready.back();
+    ready.pop_back();
+    ++seen;
+    for (TaskGraph::TaskId s : succ[t]) {
+      if (--indegree[s] == 0) ready.push_back(s);
+    }
+  }
+  if (seen != g.size()) {
+    throw InputError(flows.where(), flows.path(), "flows whose 'after' lists form no cycle",
+                     "a cycle of flows waiting on each other");
+  }
+}
+
+std::vector<std::string_view> split(std::string_view line, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t p = line.find(sep, start);
+    std::string_view cell = line.substr(start, p == std::string_view::npos ? p : p - start);
+    while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t'))
+      cell.remove_prefix(1);
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r')) {
+      cell.remove_suffix(1);
+    }
+    out.push_back(cell);
+    if (p == std::string_view::npos) return out;
+    start = p + 1;
+  }
+}
+
+void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
+  const ConfigNode file_node = in.spec.value("file");
+  std::filesystem::path path(file_node.value());
+  if (path.is_relative()) path = std::filesystem::path(in.base_dir) / path;
+  std::ifstream s(path);
+  if (!s) {
+    throw InputError(file_node.where(), file_node.path(), "a readable CSV file of flows",
+                     fmt::format("'{}', which cannot be opened", path.string()));
+  }
+  const auto file = std::make_shared<const std::string>(path.string());
+  std::string line;
+  int lineno = 0;
+  std::vector<std::string> header;
+  auto col_of = [&](std::string_view name) -> int {
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  int c_src = -1, c_dst = -1, c_bytes = -1, c_start_s = -1, c_start = -1, c_via = -1, c_qps = -1;
+  while (std::getline(s, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos) {
+      continue;
+    }
+    const std::vector<std::string_view> cells = split(line, ',');
+    auto cell_node = [&](int col, std::string_view what) {
+      // Column position for the message: 1 + characters before this cell.
+      size_t pos = 0;
+      for (int i = 0; i < col; ++i)
+        pos += cells[i].size() + 1;
+      return ConfigNode::scalar(std::string(cells[col]),
+                                SourceLocation{file, lineno, static_cast<int>(pos + 1)},
+                                std::string(what));
+    };
+    if (header.empty()) {
+      for (std::string_view c : cells)
+        header.emplace_back(c);
+      c_src = col_of("src");
+      c_dst = col_of("dst");
+      c_bytes = col_of("bytes");
+      c_start_s = col_of("start_s");
+      c_start = col_of("start");
+      c_via = col_of("via");
+      c_qps = col_of("qps");
+      if (c_src < 0 || c_dst < 0 || c_bytes < 0) {
+        throw InputError(SourceLocation{file, lineno, 1}, "header",
+                         "a header line with columns src, dst and bytes (and optionally "
+                         "start_s or start, via, qps)",
+                         fmt::format("'{}'", line));
+      }
+      continue;
+    }
+    if (cells.size() != header.size()) {
+      throw InputError(SourceLocation{file, lineno, 1}, "row",
+                       fmt::format("{} comma-separated values as in the header", header.size()),
+                       fmt::format("{}", cells.size()));
+    }
+    TaskGraph::TransferSpec spec;
+    const ConfigNode src = cell_node(c_src, "src");
+    spec.src = fabric::select_gpu(src, in.fabric);
+    spec.dst = fabric::select_gpu(cell_node(c_dst, "dst"), in.fabric);
+    check_flow_endpoints(src, spec.src, spec.dst);
+    const ConfigNode bytes = cell_node(c_bytes, "bytes");
+    int64_t b = 0;
+    const auto [p, ec] =
+        std::from_chars(bytes.value().data(), bytes.value().data() + bytes.value().size(), b);
+    if (ec != std::errc() || p != bytes.value().data() + bytes.value().size()) {
+      try {
+        b = parse_bytes(bytes.value()).count();
+      } catch (const QuantityError& e) {
+        throw InputError(bytes.where(), "bytes", "a whole number of bytes or a size with a unit",
+                         e.what());
+      }
+    }
+    if (b <= 0) throw InputError(bytes.where(), "bytes", "a positive size", bytes.describe());
+    spec.bytes = Bytes(b);
+    Time start{};
+    if (c_start_s >= 0) {
+      const ConfigNode n = cell_node(c_start_s, "start_s");
+      const double v = parse_number(n);
+      if (v < 0) throw InputError(n.where(), "start_s", "a time >= 0 in seconds", n.describe());
+      start = Time::seconds(v);
+    } else if (c_start >= 0) {
+      const ConfigNode n = cell_node(c_start, "start");
+      try {
+        start = parse_time(n.value());
+      } catch (const QuantityError& e) {
+        throw InputError(n.where(), "start", "a time with a unit", e.what());
+      }
+    }
+    if (c_via >= 0 && !cells[c_via].empty()) {
+      const ConfigNode n = cell_node(c_via, "via");
+      for (std::string_view name : split(n.value(), '|')) {
+        spec.via.push_back(fabric::select_switch(
+            ConfigNode::scalar(std::string(name), n.where(), "via"), in.fabric));
+      }
+    }
+    if (c_qps >= 0) {
+      const ConfigNode n = cell_node(c_qps, "qps");
+      const int64_t q = parse_integer(n);
+      if (q < 1) throw InputError(n.where(), "qps", "a whole number >= 1", n.describe());
+      spec.conn.qps = static_cast<uint32_t>(q);
+    }
+    spec.conn.mode = engine::QpMode::Split;
+    add_flow(g, spec, start);
+  }
+}
+
+}  // namespace
+
+const ParamTable kFlowTable{"flow", "One flow of a `flows` workload.", kFlowParams};
+const ParamTable kFlowListTable{
+    "workload (type: flows)",
+    "An explicit list of flows, inline (`flows`) or from a CSV file (`file`); exactly one of "
+    "the two.",
+    kFlowListParams};
+
+std::unique_ptr<engine::Workload> make_flow_list(const engine::WorkloadInput& in) {
+  const bool inline_flows = in.spec.has("flows");
+  if (inline_flows == in.spec.has("file")) {
+    in.spec.fail(inline_flows ? "file" : "flows", "exactly one of 'flows' and 'file'",
+                 inline_flows ? "both" : "neither");
+  }
+  auto g = std::make_unique<TaskGraph>(in.name, "flows");
+  if (inline_flows) {
+    read_inline(in, in.spec.node("flows"), *g);
+  } else {
+    read_csv(in, *g);
+  }
+  if (g->size() == 0) in.spec.fail(inline_flows ? "flows" : "file", "at least one flow", "none");
+  return g;
+}
+
+}  // namespace rocesim::workload

@@ -1,0 +1,159 @@
+#include "sim/workload/patterns.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/core/rng.hpp"
+#include "sim/engine/task_graph.hpp"
+#include "sim/fabric/gpu_selection.hpp"
+
+namespace rocesim::workload {
+namespace {
+
+using engine::TaskGraph;
+
+constexpr Param kRanksParam{.key = "ranks",
+                            .type = ParamType::Any,
+                            .fallback = "all",
+                            .help = "GPUs taking part",
+                            .choices = "GPU selection"};
+constexpr Param kBytesParam{.key = "bytes",
+                            .type = ParamType::Bytes,
+                            .help = "bytes per transfer",
+                            .check = Check::Positive};
+
+constexpr Param kPermutationParams[] = {engine::kWorkloadTypeParam,
+                                        engine::kWorkloadNameParam,
+                                        engine::kWorkloadStartParam,
+                                        engine::kWorkloadAfterParam,
+                                        kRanksParam,
+                                        kBytesParam,
+                                        engine::kQpsParam,
+                                        engine::kQpModeParam,
+                                        engine::kMessageSizeParam};
+constexpr Param kIncastParams[] = {engine::kWorkloadTypeParam,
+                                   engine::kWorkloadNameParam,
+                                   engine::kWorkloadStartParam,
+                                   engine::kWorkloadAfterParam,
+                                   kRanksParam,
+                                   kBytesParam,
+                                   engine::kQpsParam,
+                                   engine::kQpModeParam,
+                                   engine::kMessageSizeParam,
+                                   {.key = "fan_in",
+                                    .type = ParamType::Integer,
+                                    .fallback = "16",
+                                    .help = "senders per receiver (an N:1 incast)",
+                                    .check = Check::Positive}};
+constexpr Param kAllToAllParams[] = {engine::kWorkloadTypeParam,
+                                     engine::kWorkloadNameParam,
+                                     engine::kWorkloadStartParam,
+                                     engine::kWorkloadAfterParam,
+                                     kRanksParam,
+                                     {.key = "bytes",
+                                      .type = ParamType::Bytes,
+                                      .help = "bytes per ordered pair of ranks",
+                                      .check = Check::Positive},
+                                     engine::kQpsParam,
+                                     engine::kQpModeParam,
+                                     engine::kMessageSizeParam};
+constexpr Param kRingStepParams[] = {engine::kWorkloadTypeParam,
+                                     engine::kWorkloadNameParam,
+                                     engine::kWorkloadStartParam,
+                                     engine::kWorkloadAfterParam,
+                                     kRanksParam,
+                                     kBytesParam,
+                                     engine::kQpsParam,
+                                     engine::kQpModeParam,
+                                     engine::kMessageSizeParam};
+
+struct Common {
+  std::vector<fabric::NodeId> ranks;
+  Bytes bytes;
+  engine::ConnectionSpec conn;
+};
+
+Common read_common(const engine::WorkloadInput& in, size_t min_ranks) {
+  Common c;
+  c.ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
+  if (c.ranks.size() < min_ranks) {
+    in.spec.fail("ranks", fmt::format("at least {} GPUs", min_ranks),
+                 fmt::format("{} GPU{}", c.ranks.size(), c.ranks.size() == 1 ? "" : "s"));
+  }
+  c.bytes = in.spec.bytes("bytes");
+  c.conn = engine::read_connection_spec(in.spec);
+  return c;
+}
+
+void add(TaskGraph& g, const Common& c, fabric::NodeId src, fabric::NodeId dst) {
+  g.add_transfer(TaskGraph::TransferSpec{src, dst, c.bytes, c.conn, {}});
+}
+
+}  // namespace
+
+const ParamTable kPermutationTable{
+    "workload (type: permutation)",
+    "Every rank sends `bytes` to one other rank and receives from one: a random cyclic "
+    "permutation (Sattolo).",
+    kPermutationParams};
+const ParamTable kIncastTable{
+    "workload (type: incast)",
+    "Groups of `fan_in` senders and one receiver, formed from a random shuffle of the ranks; "
+    "leftover ranks stay idle.",
+    kIncastParams};
+const ParamTable kAllToAllTable{"workload (type: all_to_all)",
+                                "Every rank sends `bytes` to every other rank.", kAllToAllParams};
+const ParamTable kRingStepTable{"workload (type: ring_step)",
+                                "One step of a ring: rank i sends `bytes` to rank i+1 (mod n).",
+                                kRingStepParams};
+
+std::unique_ptr<engine::Workload> make_permutation(const engine::WorkloadInput& in) {
+  const Common c = read_common(in, 2);
+  RandomStream rng(in.seed, "workload/" + in.name);
+  const size_t n = c.ranks.size();
+  std::vector<size_t> p(n);
+  for (size_t i = 0; i < n; ++i)
+    p[i] = i;
+  for (size_t i = n - 1; i >= 1; --i)
+    std::swap(p[i], p[rng.below(i)]);
+  auto g = std::make_unique<TaskGraph>(in.name, "permutation");
+  for (size_t i = 0; i < n; ++i)
+    add(*g, c, c.ranks[i], c.ranks[p[i]]);
+  return g;
+}
+
+std::unique_ptr<engine::Workload> make_incast(const engine::WorkloadInput& in) {
+  const auto fan_in = static_cast<size_t>(in.spec.integer("fan_in"));
+  const Common c = read_common(in, fan_in + 1);
+  RandomStream rng(in.seed, "workload/" + in.name);
+  std::vector<fabric::NodeId> q = c.ranks;
+  for (size_t i = q.size() - 1; i >= 1; --i)
+    std::swap(q[i], q[rng.below(i + 1)]);
+  auto g = std::make_unique<TaskGraph>(in.name, "incast");
+  for (size_t base = 0; base + fan_in + 1 <= q.size(); base += fan_in + 1) {
+    for (size_t s = 1; s <= fan_in; ++s)
+      add(*g, c, q[base + s], q[base]);
+  }
+  return g;
+}
+
+std::unique_ptr<engine::Workload> make_all_to_all(const engine::WorkloadInput& in) {
+  const Common c = read_common(in, 2);
+  auto g = std::make_unique<TaskGraph>(in.name, "all_to_all");
+  for (fabric::NodeId s : c.ranks) {
+    for (fabric::NodeId d : c.ranks) {
+      if (s != d) add(*g, c, s, d);
+    }
+  }
+  return g;
+}
+
+std::unique_ptr<engine::Workload> make_ring_step(const engine::WorkloadInput& in) {
+  const Common c = read_common(in, 2);
+  auto g = std::make_unique<TaskGraph>(in.name, "ring_step");
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    add(*g, c, c.ranks[i], c.ranks[(i + 1) % c.ranks.size()]);
+  }
+  return g;
+}
+
+}  // namespace rocesim::workload
