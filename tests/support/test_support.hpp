@@ -1,0 +1,36 @@
+// Helpers shared by the tests: absolute paths (tests never depend on the working directory),
+// fabrics and scenarios built from YAML text, and running the rocesim command line.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sim/fabric/fabric.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace rocesim::test {
+
+/// Absolute path of a file in the source tree, e.g. source_path("scenarios/quickstart.yaml").
+std::string source_path(const std::string& relative);
+/// Absolute path of the rocesim executable.
+std::string cli_path();
+/// A fresh empty directory under the system temporary directory, unique per call.
+std::string temp_dir(const std::string& tag);
+
+/// Builds and seals a fabric from a topology mapping in YAML text.
+fabric::Fabric fabric_from_yaml(const std::string& topology_yaml);
+/// Loads a scenario from YAML text (relative paths resolve against the source tree).
+std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yaml,
+                                                          uint64_t seed = 1, int threads = 1);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+/// Runs a shell command (stdout and stderr captured separately).
+CommandResult run_command(const std::string& command);
+/// Runs `rocesim <args>`.
+CommandResult run_cli(const std::string& args);
+
+}  // namespace rocesim::test
