@@ -103,7 +103,8 @@ routing::PathId Simulation::path_of(QpIndex qp) {
 
 void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
   const routing::PathId p = path_of(qp);
-  const network::FlowHandle h = net_.start(paths_.links(p), static_cast<double>(bytes), now_);
+  const network::FlowHandle h =
+      net_.start(paths_.links(p), static_cast<double>(bytes), now_, network::kNoRateCap);
   if (h >= running_.size()) running_.resize(h + 1);
   running_[h] = Running{transfer, qp, next_flow_id_++, bytes, now_};
 }

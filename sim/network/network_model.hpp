@@ -16,16 +16,17 @@
 namespace rocesim::network {
 
 using FlowHandle = uint32_t;
+inline constexpr double kNoRateCap = std::numeric_limits<double>::infinity();
 
 class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
   virtual std::string_view name() const = 0;
 
-  /// Starts moving `bytes` over `links` at `now`, optionally capped at `rate_cap` bytes/s.
+  /// Starts moving `bytes` over `links` at `now`, capped at `rate_cap` bytes/s (kNoRateCap).
   /// Handles are reused after a flow finishes.
   virtual FlowHandle start(std::span<const fabric::LinkId> links, double bytes, Time now,
-                           double rate_cap = std::numeric_limits<double>::infinity()) = 0;
+                           double rate_cap) = 0;
   /// Earliest end of a flow's bandwidth phase, Time::infinity() when nothing is moving.
   virtual Time next_event() = 0;
   /// Moves to `t` (never past next_event()) and replaces `finished` with the flows whose last

@@ -1,1 +1,161 @@
+// The engine: task graphs, connections and QPs, and the ring AllReduce closed form.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "sim/collectives/ring_allreduce.hpp"
+#include "sim/engine/task_graph.hpp"
+#include "sim/network/maxmin_network.hpp"
+#include "sim/routing/router.hpp"
+#include "sim/scenario/yaml_source.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace rocesim::engine {
+namespace {
+
+// Latencies chosen so every path latency is known: PCIe p, NIC cable n, fabric cable c, leaf
+// forwarding fl, spine forwarding fs.
+constexpr double kP = 0.5e-6, kN = 0.1e-6, kC = 1e-6, kFl = 0.6e-6, kFs = 3e-6;
+constexpr double kB = 400e9 / 8;  // NIC and PCIe bytes/s
+
+std::string topology(int gpus, int racks, int nodes_per_rack) {
+  return fmt::format(R"(
+  type: clos
+  racks: {}
+  nodes_per_rack: {}
+  node: {{gpus: {}, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
+          nvlink_bandwidth: 450GB/s, nvlink_latency: 250ns}}
+  leaf: {{uplinks: 4, latency: 600ns}}
+  spine: {{count: 4, latency: 3us}}
+  nic_link_latency: 100ns
+  link_latency: 1us
+)",
+                     racks, nodes_per_rack, gpus);
+}
+
+std::unique_ptr<scenario::ScenarioRun> run(const std::string& topo, const std::string& workload) {
+  auto r = test::scenario_from_yaml(fmt::format("topology:{}\nworkloads:\n{}", topo, workload));
+  r->run();
+  return r;
+}
+
+TEST(RingAllReduce, ClosedFormOnAnIdleNonBlockingFabric) {
+  // 8 single-GPU servers in 4 racks of 2; ring 0 -> 1 -> ... -> 7 -> 0. Every rank sends one
+  // chunk of S/n per step; each step ends when the slowest edge has delivered its chunk, the
+  // cross-rack edges, whose first-byte latency is
+  //   L = 2p + 2n + 2c + 2 fl + fs  (GPU-NIC, NIC-leaf, leaf-spine, spine-leaf, leaf-NIC, NIC-GPU).
+  // One cross-rack flow per leaf uplink, so no contention: every chunk moves at B.
+  // T = 2(n-1) (S/(n B) + L).
+  const int n = 8;
+  const double s = 64.0 * 1024 * 1024;
+  auto r = run(topology(1, 4, 2), "  - {type: ring_allreduce, bytes: 64MiB}\n");
+  const double lat = 2 * kP + 2 * kN + 2 * kC + 2 * kFl + kFs;
+  const double expected = 2 * (n - 1) * (s / (n * kB) + lat);
+  const auto& w = r->recorder->workloads().at(0);
+  EXPECT_NEAR((w.end - w.start).in_seconds(), expected, 2 * (n - 1) * 1e-12 + 1e-12);
+  EXPECT_EQ(w.flows, static_cast<uint64_t>(2 * (n - 1) * n));
+  // busbw = algbw * 2(n-1)/n = S/T * 2(n-1)/n, which tends to B as latency vanishes.
+  double busbw = 0;
+  for (const auto& [k, v] : w.figures.values) {
+    if (k == "busbw_gbps") busbw = v;
+  }
+  EXPECT_NEAR(busbw, s / expected * 2 * (n - 1) / n * 8e-9, 1e-6);
+}
+
+TEST(RingAllReduce, EightGpuServersAreBoundByTheNicHops) {
+  // 4 servers of 8 GPUs in 2 racks, ring over all 32 GPUs in rank order: 28 edges cross NVLink
+  // (450 GB/s) and 4 cross servers through NICs (400 Gb/s). The inter-server edges are the
+  // slowest: each step takes S/(n B) + L with B = 50 GB/s; the rack-crossing edges have the
+  // largest latency L = 2p + 2n + 2c + 2 fl + fs.
+  const int n = 32;
+  const double s = 256.0 * 1024 * 1024;
+  auto r = run(topology(8, 2, 2), "  - {type: ring_allreduce, bytes: 256MiB}\n");
+  const double lat = 2 * kP + 2 * kN + 2 * kC + 2 * kFl + kFs;
+  const double expected = 2 * (n - 1) * (s / (n * kB) + lat);
+  const auto& w = r->recorder->workloads().at(0);
+  EXPECT_NEAR((w.end - w.start).in_seconds(), expected, 1e-9);
+}
+
+TEST(RingAllReduce, UnevenChunksAndTinyBuffers) {
+  // S = 1000 bytes over 8 ranks: chunks of 125 bytes; S = 5 bytes over 8 ranks leaves three
+  // chunks empty, which cost nothing; both must complete and move exactly 2(n-1)/n * S per rank
+  // in total, i.e. 2(n-1) * S bytes over the whole ring.
+  for (const int bytes : {1000, 5, 1001}) {
+    auto r =
+        run(topology(1, 4, 2), fmt::format("  - {{type: ring_allreduce, bytes: {}B}}\n", bytes));
+    const auto& w = r->recorder->workloads().at(0);
+    EXPECT_EQ(w.bytes, 2 * 7 * bytes) << bytes;
+  }
+}
+
+TEST(Connections, RoundRobinMessagesOverQps) {
+  // One 5 MiB transfer on a connection of 4 QPs with 512 KiB messages: 10 messages, QP q gets
+  // messages q, q+4, q+8: 3, 3, 2, 2 messages = 1.5, 1.5, 1, 1 MiB as four flows. A second
+  // transfer continues the rotation at QP 2.
+  auto r = run(topology(1, 2, 1),
+               "  - {type: flows, flows: [{src: 0, dst: 1, bytes: 1B}]}\n"
+               "  - type: permutation\n    ranks: [0, 1]\n    bytes: 5MiB\n"
+               "    qps_per_connection: 4\n    message_size: 512KiB\n");
+  const auto& flows = r->recorder->flows();
+  std::map<uint32_t, int64_t> per_qp;  // of rank 0 -> rank 1 in the permutation
+  for (const FlowRecord& f : flows) {
+    if (f.workload == 1 && r->fabric.rank_of(f.src) == 0) per_qp[f.qp] += f.bytes.count();
+  }
+  std::vector<int64_t> bytes;
+  for (const auto& [qp, b] : per_qp)
+    bytes.push_back(b);
+  const int64_t mib = 1024 * 1024;
+  EXPECT_EQ(bytes, (std::vector<int64_t>{3 * mib / 2, 3 * mib / 2, mib, mib}));
+}
+
+TEST(Connections, SplitModeDividesEveryTransfer) {
+  // qp_mode split: 10 MiB + 3 bytes over 4 QPs: 2.5 MiB each and one byte more on the first
+  // three.
+  auto r = run(topology(1, 2, 1),
+               "  - type: permutation\n    ranks: [0, 1]\n    bytes: 10485763B\n"
+               "    qps_per_connection: 4\n    qp_mode: split\n");
+  std::vector<int64_t> bytes;
+  for (const FlowRecord& f : r->recorder->flows()) {
+    if (r->fabric.rank_of(f.src) == 0) bytes.push_back(f.bytes.count());
+  }
+  std::sort(bytes.begin(), bytes.end());
+  EXPECT_EQ(bytes, (std::vector<int64_t>{2621440, 2621441, 2621441, 2621441}));
+}
+
+TEST(TaskGraph, DelaysAndDependencies) {
+  // Flow a starts after 10 us; flow b waits for a's delivery. a and b each move 1 MB over an
+  // idle same-rack path (latency L = 2p + 2n + fl): a is delivered at 10 us + S/B + L, b at
+  // twice the transfer part plus 10 us.
+  auto r = run(topology(1, 1, 4),
+               "  - type: flows\n    flows:\n"
+               "      - {id: a, src: 0, dst: 1, bytes: 1MB, start: 10us}\n"
+               "      - {id: b, src: 2, dst: 3, bytes: 1MB, after: [a]}\n");
+  const double lat = 2 * kP + 2 * kN + kFl;
+  const double one = 1e6 / kB + lat;
+  const auto& w = r->recorder->workloads().at(0);
+  EXPECT_NEAR((w.end - w.start).in_seconds(), 10e-6 + 2 * one, 2e-12);
+}
+
+TEST(Workloads, AfterOrdersWorkloads) {
+  // The second workload starts when the first ends.
+  auto r = run(topology(1, 1, 4),
+               "  - {name: first, type: ring_step, bytes: 1MB}\n"
+               "  - {name: second, type: ring_step, bytes: 1MB, after: [first]}\n");
+  const auto& w = r->recorder->workloads();
+  EXPECT_EQ(w.at(1).start, w.at(0).end);
+  EXPECT_GT(w.at(0).end, Time::zero());
+}
+
+TEST(Simulation, SimultaneousDeliveriesShareOneRateSolve) {
+  // A ring step over 4 hosts of one leaf: 4 equal flows on disjoint paths, all ending at the same
+  // instant. One solve for the starts, none needed after the completions (nothing left).
+  auto r = test::scenario_from_yaml(fmt::format(
+      "topology:{}\nworkloads:\n  - {{type: ring_step, bytes: 1MB}}\n", topology(1, 1, 4)));
+  r->run();
+  auto& net = dynamic_cast<network::MaxMinNetwork&>(*r->network);
+  EXPECT_EQ(net.solver().stats().solves, 2u);  // the 4 starts, then the 4 removals
+  EXPECT_EQ(r->recorder->flows_seen(), 4u);
+}
+
+}  // namespace
+}  // namespace rocesim::engine

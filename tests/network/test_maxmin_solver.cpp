@@ -1,1 +1,228 @@
+// Max-min solver: closed forms, the optimality conditions on random instances, and the
+// incremental path against the from-scratch path.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "sim/core/rng.hpp"
+#include "sim/network/maxmin_solver.hpp"
+
+namespace rocesim::network {
+namespace {
+
+using Slot = MaxMinSolver::FlowSlot;
+constexpr double kGbps = 1e9 / 8;  // bytes per second in one Gb/s
+
+std::vector<Slot> solve(MaxMinSolver& s) {
+  std::vector<Slot> changed;
+  s.solve(changed);
+  return changed;
+}
+
+TEST(MaxMinSolver, ThreeFlowsShareOneLinkEqually) {
+  // One 100 Gb/s link, three flows: each gets 100/3 Gb/s.
+  MaxMinSolver s({100 * kGbps});
+  const MaxMinSolver::LinkIndex l[] = {0};
+  const Slot a = s.add(l), b = s.add(l), c = s.add(l);
+  EXPECT_EQ(solve(s).size(), 3u);
+  for (Slot f : {a, b, c})
+    EXPECT_NEAR(s.rate(f), 100 * kGbps / 3, 1e-6);
+}
+
+TEST(MaxMinSolver, ParkingLot) {
+  // Links A (10 Gb/s) and B (4 Gb/s) in series. Flow "long" crosses both, "a" only A, "b" only
+  // B. B saturates first at its fair share 4/2 = 2 Gb/s, fixing long and b at 2; A then gives
+  // its remaining 10 - 2 = 8 Gb/s to a.
+  MaxMinSolver s({10 * kGbps, 4 * kGbps});
+  const MaxMinSolver::LinkIndex both[] = {0, 1}, only_a[] = {0}, only_b[] = {1};
+  const Slot lng = s.add(both), a = s.add(only_a), b = s.add(only_b);
+  solve(s);
+  EXPECT_NEAR(s.rate(lng), 2 * kGbps, 1e-3);
+  EXPECT_NEAR(s.rate(b), 2 * kGbps, 1e-3);
+  EXPECT_NEAR(s.rate(a), 8 * kGbps, 1e-3);
+}
+
+TEST(MaxMinSolver, ClassicParkingLotOfThreeHops) {
+  // n = 3 equal links of capacity C in a chain; one flow over all of them and one local flow per
+  // link: every link carries 2 flows, so every flow gets C/2.
+  const double c = 400 * kGbps;
+  MaxMinSolver s({c, c, c});
+  const MaxMinSolver::LinkIndex all[] = {0, 1, 2};
+  const Slot lng = s.add(all);
+  std::vector<Slot> local;
+  for (MaxMinSolver::LinkIndex l = 0; l < 3; ++l) {
+    const MaxMinSolver::LinkIndex one[] = {l};
+    local.push_back(s.add(one));
+  }
+  solve(s);
+  EXPECT_NEAR(s.rate(lng), c / 2, 1e-3);
+  for (Slot f : local)
+    EXPECT_NEAR(s.rate(f), c / 2, 1e-3);
+}
+
+TEST(MaxMinSolver, RateCapBindsBeforeTheLink) {
+  // 100 Gb/s link, one flow capped at 10 Gb/s and two uncapped: the capped flow is its own
+  // bottleneck at 10, the others share the remaining 90: 45 each.
+  MaxMinSolver s({100 * kGbps});
+  const MaxMinSolver::LinkIndex l[] = {0};
+  const Slot capped = s.add(l, 10 * kGbps), x = s.add(l), y = s.add(l);
+  solve(s);
+  EXPECT_NEAR(s.rate(capped), 10 * kGbps, 1e-3);
+  EXPECT_NEAR(s.rate(x), 45 * kGbps, 1e-3);
+  EXPECT_NEAR(s.rate(y), 45 * kGbps, 1e-3);
+}
+
+TEST(MaxMinSolver, RemovalGivesCapacityBack) {
+  // Two flows on 100 Gb/s get 50 each; remove one and the other gets 100; only it changes.
+  MaxMinSolver s({100 * kGbps});
+  const MaxMinSolver::LinkIndex l[] = {0};
+  const Slot a = s.add(l), b = s.add(l);
+  solve(s);
+  EXPECT_NEAR(s.rate(a), 50 * kGbps, 1e-3);
+  s.remove(b);
+  const std::vector<Slot> changed = solve(s);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0], a);
+  EXPECT_NEAR(s.rate(a), 100 * kGbps, 1e-3);
+}
+
+TEST(MaxMinSolver, UntouchedComponentsAreNotRecomputed) {
+  // Flows on disjoint links form separate components: adding a flow to link 1 must not recompute
+  // the flow on link 0.
+  MaxMinSolver s({100 * kGbps, 100 * kGbps});
+  const MaxMinSolver::LinkIndex l0[] = {0}, l1[] = {1};
+  s.add(l0);
+  solve(s);
+  const uint64_t before = s.stats().flows_recomputed;
+  s.add(l1);
+  EXPECT_EQ(solve(s).size(), 1u);
+  EXPECT_EQ(s.stats().flows_recomputed - before, 1u);
+}
+
+// ---- random instances ----
+
+struct Instance {
+  std::vector<double> cap;
+  std::vector<std::vector<MaxMinSolver::LinkIndex>> paths;
+  std::vector<double> caps;
+};
+
+Instance random_instance(RandomStream& rng, size_t links, size_t flows) {
+  Instance in;
+  for (size_t l = 0; l < links; ++l)
+    in.cap.push_back((1 + static_cast<double>(rng.below(8))) * 50 * kGbps);
+  for (size_t f = 0; f < flows; ++f) {
+    std::vector<MaxMinSolver::LinkIndex> p;
+    const size_t hops = 1 + rng.below(5);
+    while (p.size() < hops) {
+      const auto l = static_cast<MaxMinSolver::LinkIndex>(rng.below(links));
+      if (std::find(p.begin(), p.end(), l) == p.end()) p.push_back(l);
+    }
+    in.paths.push_back(p);
+    in.caps.push_back(rng.below(6) == 0 ? (1 + static_cast<double>(rng.below(100))) * kGbps
+                                        : MaxMinSolver::kNoCap);
+  }
+  return in;
+}
+
+/// Checks the definition of max-min fairness directly, independently of how the rates were
+/// computed: the rates are feasible, and every flow has a bottleneck, i.e. its own cap binds or
+/// some link on its path is saturated and no flow on that link has a larger rate. (A rate vector
+/// with these two properties is the unique max-min fair allocation.)
+void expect_max_min_fair(const MaxMinSolver& s, const std::vector<Slot>& live,
+                         const std::vector<double>& caps) {
+  std::vector<double> load(s.link_count(), 0), max_rate(s.link_count(), 0);
+  for (Slot f : live) {
+    for (auto l : s.links(f)) {
+      load[l] += s.rate(f);
+      max_rate[l] = std::max(max_rate[l], s.rate(f));
+    }
+  }
+  for (MaxMinSolver::LinkIndex l = 0; l < load.size(); ++l) {
+    EXPECT_LE(load[l], s.capacity(l) * (1 + 1e-9)) << "link " << l << " over capacity";
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    const Slot f = live[i];
+    EXPECT_LE(s.rate(f), caps[i] * (1 + 1e-9));
+    bool bottleneck = s.rate(f) >= caps[i] * (1 - 1e-9);
+    for (auto l : s.links(f)) {
+      bottleneck |= load[l] >= s.capacity(l) * (1 - 1e-9) && s.rate(f) >= max_rate[l] * (1 - 1e-9);
+    }
+    EXPECT_TRUE(bottleneck) << "flow " << f << " (rate " << s.rate(f) << ") has no bottleneck";
+  }
+}
+
+TEST(MaxMinSolver, RandomInstancesAreMaxMinFair) {
+  RandomStream rng(7, "maxmin-fairness");
+  for (int trial = 0; trial < 50; ++trial) {
+    const Instance in = random_instance(rng, 20, 60);
+    MaxMinSolver s(in.cap);
+    std::vector<Slot> live;
+    for (size_t f = 0; f < in.paths.size(); ++f)
+      live.push_back(s.add(in.paths[f], in.caps[f]));
+    solve(s);
+    expect_max_min_fair(s, live, in.caps);
+  }
+}
+
+TEST(MaxMinSolver, IncrementalAgreesWithFullRecomputation) {
+  // Drive two solvers, one incremental and one recomputing everything, through the same random
+  // sequence of batches of adds and removes; after every solve the rates must agree.
+  RandomStream rng(11, "maxmin-incremental");
+  for (int trial = 0; trial < 10; ++trial) {
+    const Instance in = random_instance(rng, 40, 400);
+    MaxMinSolver inc(in.cap), full(in.cap);
+    full.set_incremental(false);
+    std::vector<std::pair<Slot, Slot>> live;  // (incremental slot, full slot)
+    size_t next = 0;
+    for (int batch = 0; batch < 60; ++batch) {
+      const size_t adds = rng.below(8), removes = std::min<size_t>(live.size(), rng.below(8));
+      for (size_t i = 0; i < removes; ++i) {
+        const size_t k = rng.below(live.size());
+        inc.remove(live[k].first);
+        full.remove(live[k].second);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+      for (size_t i = 0; i < adds && next < in.paths.size(); ++i, ++next) {
+        live.emplace_back(inc.add(in.paths[next], in.caps[next]),
+                          full.add(in.paths[next], in.caps[next]));
+      }
+      solve(inc);
+      solve(full);
+      for (const auto& [a, b] : live) {
+        ASSERT_NEAR(inc.rate(a), full.rate(b), 1e-9 * full.rate(b))
+            << "trial " << trial << " batch " << batch;
+      }
+    }
+    // The incremental path must actually have saved work.
+    EXPECT_LT(inc.stats().flows_recomputed, full.stats().flows_recomputed);
+  }
+}
+
+TEST(MaxMinSolver, ThreadsDoNotChangeRates) {
+  // Many independent components solved on 1 and on 4 threads give bit-identical rates.
+  RandomStream rng(3, "maxmin-threads");
+  std::vector<double> cap(4000);
+  for (double& c : cap)
+    c = (1 + static_cast<double>(rng.below(4))) * 100 * kGbps;
+  MaxMinSolver one(cap), four(cap);
+  four.set_threads(4);
+  std::vector<std::pair<Slot, Slot>> slots;
+  for (int f = 0; f < 12000; ++f) {
+    // Paths stay inside blocks of 8 links: 500 independent components.
+    const auto block = static_cast<MaxMinSolver::LinkIndex>(8 * rng.below(500));
+    const auto a = static_cast<MaxMinSolver::LinkIndex>(rng.below(4));
+    const auto b = static_cast<MaxMinSolver::LinkIndex>(rng.below(4));
+    const MaxMinSolver::LinkIndex p[] = {block + a, block + 4 + b};
+    slots.emplace_back(one.add(p), four.add(p));
+  }
+  solve(one);
+  solve(four);
+  for (const auto& [a, b] : slots)
+    ASSERT_EQ(one.rate(a), four.rate(b));
+}
+
+}  // namespace
+}  // namespace rocesim::network
