@@ -65,6 +65,35 @@ bool is_choice(std::string_view choices, std::string_view value) {
   }
 }
 
+/// The type as a noun with its article, for "expected ..." ("an integer", "a size").
+std::string_view type_noun(ParamType type) {
+  switch (type) {
+    case ParamType::Integer:
+      return "an integer";
+    case ParamType::Number:
+      return "a number";
+    case ParamType::Boolean:
+      return "a boolean";
+    case ParamType::String:
+      return "a string";
+    case ParamType::Choice:
+      return "a choice";
+    case ParamType::Bytes:
+      return "a size";
+    case ParamType::Time:
+      return "a time";
+    case ParamType::Bandwidth:
+      return "a bandwidth";
+    case ParamType::Section:
+      return "a mapping";
+    case ParamType::List:
+      return "a list";
+    case ParamType::Any:
+      return "a value";
+  }
+  return "a value";
+}
+
 std::string_view check_text(Check c) {
   switch (c) {
     case Check::None:
@@ -234,8 +263,8 @@ const Param& ParamReader::param(std::string_view key, ParamType type) const {
 const ConfigNode* ParamReader::scalar_node(const Param& p, ConfigNode& storage) const {
   if (const ConfigNode* n = node_.find(p.key)) {
     if (!n->is_scalar()) {
-      throw InputError(n->where(), n->path(),
-                       fmt::format("a {} ({})", param_type_name(p.type), p.help), n->describe());
+      throw InputError(n->where(), n->path(), fmt::format("{} ({})", type_noun(p.type), p.help),
+                       n->describe());
     }
     return n;
   }
@@ -265,10 +294,9 @@ void ParamReader::check_range(const Param& p, const ConfigNode& n, T value) cons
       break;
   }
   if (!ok) {
-    throw InputError(
-        n.where(), n.path(),
-        fmt::format("a {} {} ({})", param_type_name(p.type), check_text(p.check), p.help),
-        n.describe());
+    throw InputError(n.where(), n.path(),
+                     fmt::format("{} {} ({})", type_noun(p.type), check_text(p.check), p.help),
+                     n.describe());
   }
 }
 

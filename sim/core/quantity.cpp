@@ -146,7 +146,12 @@ std::string to_text(Time t) {
   }
   for (const auto& [f, name] : kSteps) {
     if (std::llabs(ps) >= f) {
-      return fmt::format("{}{}", static_cast<double>(ps) / static_cast<double>(f), name);
+      // Above about 1e15 ps the decimal fraction, scaled back by the parser, can miss by a
+      // picosecond; the exact count is the canonical text then.
+      std::string text =
+          fmt::format("{}{}", static_cast<double>(ps) / static_cast<double>(f), name);
+      if (parse_time(text) == t) return text;
+      break;
     }
   }
   return fmt::format("{}ps", ps);

@@ -122,10 +122,13 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
   }
   // Bytes per QP for this transfer.
   const int64_t total = bytes.count();
-  qp_bytes_.assign(conn.qps, 0);
   if (conn.qps == 1) {
-    qp_bytes_[0] = total;
-  } else if (conn.mode == QpMode::Split) {
+    transfers_[slot] = Transfer{w, tag, 1};
+    start_flow(slot, conn.first_qp, total);
+    return;
+  }
+  qp_bytes_.assign(conn.qps, 0);
+  if (conn.mode == QpMode::Split) {
     // Every message split evenly; overall that is an even split, the first (total mod qps)
     // QPs carrying one byte more.
     for (uint32_t q = 0; q < conn.qps; ++q) {

@@ -1,5 +1,7 @@
 #include "sim/engine/task_graph.hpp"
 
+#include <unordered_map>
+
 namespace rocesim::engine {
 
 TaskGraph::TaskId TaskGraph::add_transfer(const TransferSpec& t) {
@@ -34,15 +36,33 @@ void TaskGraph::start(Simulation& sim, WorkloadId id) {
   for (const auto& [b, a] : edges_)
     deps_[fill[b]++] = a;
 
-  using Key = std::tuple<fabric::NodeId, fabric::NodeId, uint32_t, QpMode, int64_t,
-                         std::vector<fabric::NodeId>>;
-  std::map<Key, ConnectionId> open;
+  // Transfers with the same endpoints and connection settings share one connection.
+  struct Key {
+    const TransferSpec* t;
+    bool operator==(const Key& o) const {
+      return t->src == o.t->src && t->dst == o.t->dst && t->conn.qps == o.t->conn.qps &&
+             t->conn.mode == o.t->conn.mode && t->conn.message_bytes == o.t->conn.message_bytes &&
+             t->via == o.t->via;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = (static_cast<uint64_t>(k.t->src) << 32) ^ k.t->dst;
+      h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.qps ^ (static_cast<uint64_t>(k.t->conn.mode) << 8);
+      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.t->conn.message_bytes);
+      for (fabric::NodeId v : k.t->via)
+        h = h * 0x9E3779B97F4A7C15ull ^ v;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<Key, ConnectionId, KeyHash> open;
+  open.reserve(transfers_.size());
   connection_.resize(transfers_.size());
   for (size_t i = 0; i < transfers_.size(); ++i) {
     const TransferSpec& t = transfers_[i];
-    Key k{t.src, t.dst, t.conn.qps, t.conn.mode, t.conn.message_bytes, t.via};
-    auto it = open.find(k);
-    if (it == open.end()) it = open.emplace(k, sim.connect(t.src, t.dst, t.conn, t.via)).first;
+    auto it = open.find(Key{&t});
+    if (it == open.end())
+      it = open.emplace(Key{&t}, sim.connect(t.src, t.dst, t.conn, t.via)).first;
     connection_[i] = it->second;
   }
 

@@ -4,8 +4,6 @@
 // generated traffic patterns are task graphs; so will be the steps of training jobs.
 #pragma once
 
-#include <map>
-#include <tuple>
 #include <vector>
 
 #include "sim/engine/simulation.hpp"

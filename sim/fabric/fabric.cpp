@@ -55,15 +55,20 @@ NodeId Fabric::add_node(Node node) {
 }
 
 uint16_t Fabric::class_of(NodeId src, NodeId dst) {
+  // A class is named by what the two ends are; look the pair up before formatting a name.
+  auto end_code = [&](NodeId n) {
+    return static_cast<uint32_t>(nodes_[n].kind) * 16 + static_cast<uint32_t>(nodes_[n].role);
+  };
+  const uint32_t key = end_code(src) * 256 + end_code(dst);
+  if (const auto hit = class_by_ends_.find(key); hit != class_by_ends_.end()) return hit->second;
   auto end_name = [&](NodeId n) -> std::string_view {
     const Node& x = nodes_[n];
     return x.kind == NodeKind::Switch ? role_name(x.role) : kind_name(x.kind);
   };
-  const std::string name = fmt::format("{}->{}", end_name(src), end_name(dst));
-  const auto it = std::find(link_classes_.begin(), link_classes_.end(), name);
-  if (it != link_classes_.end()) return static_cast<uint16_t>(it - link_classes_.begin());
-  link_classes_.push_back(name);
-  return static_cast<uint16_t>(link_classes_.size() - 1);
+  link_classes_.push_back(fmt::format("{}->{}", end_name(src), end_name(dst)));
+  const auto cls = static_cast<uint16_t>(link_classes_.size() - 1);
+  class_by_ends_.emplace(key, cls);
+  return cls;
 }
 
 LinkId Fabric::add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency) {
@@ -127,35 +132,13 @@ void Fabric::validate(const SourceLocation& where) const {
   for (const Link& l : links_) {
     if (l.capacity.bits_per_second() <= 0) {
       throw InputError(
-          where, fmt::format("link {} -> {} has capacity {} b/s; capacities must be "
-                             "positive",
+          where, fmt::format("link {} -> {} has capacity {} b/s; capacities must be positive",
                              nodes_[l.src].name, nodes_[l.dst].name, l.capacity.bits_per_second()));
     }
     if (l.latency < Time::zero()) {
       throw InputError(where, fmt::format("link {} -> {} has a negative latency",
                                           nodes_[l.src].name, nodes_[l.dst].name));
     }
-  }
-  // Every node must reach every other: one strongly connected component.
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-  Graph g(nodes_.size());
-  for (const Link& l : links_)
-    boost::add_edge(l.src, l.dst, g);
-  std::vector<int> component(nodes_.size());
-  const int count = boost::strong_components(g, component.data());
-  if (count > 1) {
-    // Name one node that node 0 cannot reach (or that cannot reach node 0).
-    NodeId stray = 0;
-    for (NodeId v = 0; v < nodes_.size(); ++v) {
-      if (component[v] != component[0]) {
-        stray = v;
-        break;
-      }
-    }
-    throw InputError(where,
-                     fmt::format("the topology is disconnected: {} strongly connected parts; "
-                                 "'{}' and '{}' cannot reach each other in both directions",
-                                 count, nodes_[0].name, nodes_[stray].name));
   }
   for (const Server& s : servers_) {
     if (s.gpus == 0 || s.nics == 0 || s.gpus % s.nics != 0) {
@@ -164,6 +147,44 @@ void Fabric::validate(const SourceLocation& where) const {
                                           s.index, s.gpus, s.nics));
     }
   }
+  // Every node must reach every other. Node 0 reaching all nodes forward and backward proves it
+  // cheaply on the adjacency arrays; only when that fails are the strongly connected parts
+  // counted (Boost) for the message.
+  auto reaches_all = [&](const std::vector<uint32_t>& begin, const std::vector<LinkId>& adj,
+                         bool forward) {
+    std::vector<uint8_t> seen(nodes_.size(), 0);
+    std::vector<NodeId> queue{0};
+    seen[0] = 1;
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const NodeId v = queue[head];
+      for (uint32_t i = begin[v]; i < begin[v + 1]; ++i) {
+        const NodeId u = forward ? links_[adj[i]].dst : links_[adj[i]].src;
+        if (!seen[u]) {
+          seen[u] = 1;
+          queue.push_back(u);
+        }
+      }
+    }
+    return queue.size() == nodes_.size();
+  };
+  if (reaches_all(out_begin_, out_, true) && reaches_all(in_begin_, in_, false)) return;
+
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph g(nodes_.size());
+  for (const Link& l : links_)
+    boost::add_edge(l.src, l.dst, g);
+  std::vector<int> component(nodes_.size());
+  const int count = boost::strong_components(g, component.data());
+  NodeId stray = 0;  // a node that node 0 cannot reach, or that cannot reach node 0
+  for (NodeId v = 0; v < nodes_.size(); ++v) {
+    if (component[v] != component[0]) {
+      stray = v;
+      break;
+    }
+  }
+  throw InputError(where, fmt::format("the topology is disconnected: {} strongly connected parts; "
+                                      "'{}' and '{}' cannot reach each other in both directions",
+                                      count, nodes_[0].name, nodes_[stray].name));
 }
 
 void Fabric::assign_addresses(const SourceLocation& where) {

@@ -88,6 +88,11 @@ class Fabric {
   Fabric& operator=(Fabric&&) = default;
 
   // ---- building (before seal) ----
+  /// Capacity hint for builders that know their size (avoids regrowing large vectors).
+  void reserve(size_t nodes, size_t links) {
+    nodes_.reserve(nodes);
+    links_.reserve(links);
+  }
   NodeId add_node(Node node);
   LinkId add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency);
   /// Two links, one per direction, that know each other as `reverse`.
@@ -149,6 +154,7 @@ class Fabric {
   std::vector<Link> links_;
   std::vector<Server> servers_;
   std::vector<std::string> link_classes_;
+  std::unordered_map<uint32_t, uint16_t> class_by_ends_;  // (end kind, end kind) -> class
   std::string description_;
   bool sealed_ = false;
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <charconv>
+#include <unordered_map>
 
 #include "sim/core/params.hpp"
 
@@ -54,8 +54,19 @@ std::vector<NodeId> select_gpus(const ConfigNode& sel, const Fabric& f) {
   std::vector<NodeId> out;
   if (sel.is_sequence()) {
     out.reserve(sel.items().size());
-    for (const ConfigNode& item : sel.items())
-      out.push_back(select_gpu(item, f));
+    std::unordered_map<NodeId, size_t> first_item;  // GPU -> where the list names it first
+    for (size_t i = 0; i < sel.items().size(); ++i) {
+      const ConfigNode& item = sel.items()[i];
+      const NodeId g = select_gpu(item, f);
+      const auto [it, fresh] = first_item.emplace(g, i);
+      if (!fresh) {
+        throw InputError(
+            item.where(), item.path(), "each GPU at most once",
+            fmt::format("{}, which is already item {} of the list", item.describe(), it->second));
+      }
+      out.push_back(g);
+    }
+    return out;
   } else if (sel.is_scalar() && sel.value() == "all") {
     out.assign(f.gpus().begin(), f.gpus().end());
   } else if (sel.is_scalar()) {
@@ -86,12 +97,7 @@ std::vector<NodeId> select_gpus(const ConfigNode& sel, const Fabric& f) {
                      "a GPU selection: 'all', a range 'first-last[:stride]' or a list of ranks",
                      sel.describe());
   }
-  std::vector<NodeId> sorted = out;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    throw InputError(sel.where(), sel.path(), "each GPU at most once", "a repeated GPU");
-  }
-  return out;
+  return out;  // a range or 'all' names each GPU once
 }
 
 }  // namespace rocesim::fabric

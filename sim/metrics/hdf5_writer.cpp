@@ -15,7 +15,8 @@
 namespace rocesim::metrics {
 namespace {
 
-constexpr size_t kName = 48;
+constexpr size_t kName = 48;   // names and labels
+constexpr size_t kShort = 16;  // node kinds and roles
 constexpr hsize_t kChunkRows = 1 << 14;
 
 [[noreturn]] void h5_fail(const std::string& what) {
@@ -53,9 +54,10 @@ Handle string_type(size_t n) {
   return Handle(H5Tcopy(t), H5Tclose);
 }
 
-void copy_name(char (&dst)[kName], const std::string& src) {
-  std::memset(dst, 0, kName);
-  std::memcpy(dst, src.data(), std::min(src.size(), kName - 1));
+template <size_t N>
+void copy_name(char (&dst)[N], std::string_view src) {
+  std::memset(dst, 0, N);
+  std::memcpy(dst, src.data(), std::min(src.size(), N - 1));
 }
 
 Handle group(hid_t parent, const char* name) {
@@ -65,22 +67,58 @@ Handle group(hid_t parent, const char* name) {
 }
 
 /// Writes `rows` as a 1-D dataset of `mem_type` (chunked and compressed when large).
-void write_table(hid_t parent, const char* name, hid_t mem_type, const void* rows, size_t n) {
-  Handle file_type(check(H5Tcopy(mem_type), "copy type"), H5Tclose);
-  if (H5Tget_class(mem_type) == H5T_COMPOUND) check(H5Tpack(file_type), "pack type");
+struct Writer {
+  int deflate = 0;
+};
+
+Handle create_table(const Writer& w, hid_t parent, const char* name, hid_t type, size_t n) {
   const hsize_t dims[1] = {n};
   Handle space(check(H5Screate_simple(1, dims, nullptr), "create dataspace"), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   check(H5Pset_obj_track_times(dcpl, false), "disable dataset times");
-  if (n > 0) {
+  if (n > 0 && w.deflate > 0) {
     const hsize_t chunk[1] = {std::min<hsize_t>(n, kChunkRows)};
     check(H5Pset_chunk(dcpl, 1, chunk), "chunk dataset");
     check(H5Pset_shuffle(dcpl), "shuffle filter");
-    check(H5Pset_deflate(dcpl, 4), "deflate filter");
+    check(H5Pset_deflate(dcpl, static_cast<unsigned>(w.deflate)), "deflate filter");
   }
-  Handle ds(check(H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), name),
-            H5Dclose);
-  if (n > 0) check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), name);
+  return Handle(check(H5Dcreate2(parent, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), name),
+                H5Dclose);
+}
+
+/// Writes rows [first, first + count) of a 1-D dataset.
+void write_block(hid_t ds, hid_t type, size_t first, size_t count, const void* rows) {
+  const hsize_t start[1] = {first}, size[1] = {count};
+  Handle file_space(check(H5Dget_space(ds), "dataset space"), H5Sclose);
+  check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, size, nullptr),
+        "select rows");
+  Handle mem_space(check(H5Screate_simple(1, size, nullptr), "block space"), H5Sclose);
+  check(H5Dwrite(ds, type, mem_space, file_space, H5P_DEFAULT, rows), "write rows");
+}
+
+/// A whole table from a contiguous array.
+void write_table(const Writer& w, hid_t parent, const char* name, hid_t type, const void* rows,
+                 size_t n) {
+  Handle ds = create_table(w, parent, name, type, n);
+  if (n > 0) check(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), name);
+}
+
+/// A large table filled row by row (`fill(i, row)`) through a small reused buffer, so that
+/// writing a million flows does not first copy them all.
+template <typename Row, typename Fill>
+void write_rows(const Writer& w, hid_t parent, const char* name, hid_t type, size_t n,
+                Fill&& fill) {
+  constexpr size_t kBlock = 4096;
+  Handle ds = create_table(w, parent, name, type, n);
+  std::vector<Row> block(std::min(n, kBlock));
+  for (size_t first = 0; first < n; first += kBlock) {
+    const size_t count = std::min(kBlock, n - first);
+    for (size_t i = 0; i < count; ++i) {
+      block[i] = Row{};
+      fill(first + i, block[i]);
+    }
+    write_block(ds, type, first, count, block.data());
+  }
 }
 
 void attr_string(hid_t obj, const char* name, const std::string& value) {
@@ -100,11 +138,14 @@ void attr_scalar(hid_t obj, const char* name, hid_t type, T value) {
 }
 
 // ---- row layouts ----
+// Packed, so that the file type is the memory type: no conversion on write, no padding bytes
+// (whose contents would make files differ between runs).
+#pragma pack(push, 1)
 
 struct NodeRow {
   uint32_t id, server, local, zone;
   uint8_t tier;
-  char kind[kName], role[kName], name[kName];
+  char kind[kShort], role[kShort], name[kName];
 };
 struct LinkRow {
   uint32_t id, src, dst;
@@ -146,13 +187,16 @@ struct TierRow {
   double mmr;
 };
 
+#pragma pack(pop)
+
 #define FIELD(type, row, field, h5) \
   check(H5Tinsert(type, #field, offsetof(row, field), h5), "compound " #field)
 
-void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
+void write_all(const Writer& out, hid_t file, const Recorder& rec, const ResultsMeta& meta) {
   const engine::Simulation& sim = rec.simulation();
   const fabric::Fabric& f = sim.fabric();
   Handle name_t = string_type(kName);
+  Handle short_t = string_type(kShort);
 
   {
     Handle g = group(file, "meta");
@@ -169,45 +213,28 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
                 static_cast<uint8_t>(rec.flows_truncated()));
   }
   {
-    std::vector<NodeRow> rows(f.node_count());
-    for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
-      const fabric::Node& node = f.node(n);
-      NodeRow& r = rows[n];
-      r = NodeRow{};
-      r.id = n;
-      r.server = node.server;
-      r.local = node.local;
-      r.zone = node.zone;
-      r.tier = node.tier;
-      copy_name(r.kind, std::string(fabric::kind_name(node.kind)));
-      copy_name(r.role, std::string(fabric::role_name(node.role)));
-      copy_name(r.name, node.name);
-    }
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(NodeRow)), H5Tclose);
     FIELD(t, NodeRow, id, H5T_NATIVE_UINT32);
     FIELD(t, NodeRow, name, name_t);
-    FIELD(t, NodeRow, kind, name_t);
-    FIELD(t, NodeRow, role, name_t);
+    FIELD(t, NodeRow, kind, short_t);
+    FIELD(t, NodeRow, role, short_t);
     FIELD(t, NodeRow, tier, H5T_NATIVE_UINT8);
     FIELD(t, NodeRow, server, H5T_NATIVE_UINT32);
     FIELD(t, NodeRow, local, H5T_NATIVE_UINT32);
     FIELD(t, NodeRow, zone, H5T_NATIVE_UINT32);
-    write_table(file, "nodes", t, rows.data(), rows.size());
+    write_rows<NodeRow>(out, file, "nodes", t, f.node_count(), [&](size_t n, NodeRow& r) {
+      const fabric::Node& node = f.node(static_cast<fabric::NodeId>(n));
+      r.id = static_cast<uint32_t>(n);
+      r.server = node.server;
+      r.local = node.local;
+      r.zone = node.zone;
+      r.tier = node.tier;
+      copy_name(r.kind, fabric::kind_name(node.kind));
+      copy_name(r.role, fabric::role_name(node.role));
+      copy_name(r.name, node.name);
+    });
   }
   {
-    std::vector<LinkRow> rows(f.link_count());
-    for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
-      const fabric::Link& link = f.link(l);
-      rows[l] = LinkRow{l,
-                        link.src,
-                        link.dst,
-                        link.link_class,
-                        link.capacity.bits_per_second(),
-                        link.latency.count_ps(),
-                        rec.links()[l].bytes,
-                        rec.links()[l].utilization,
-                        rec.links()[l].qps};
-    }
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(LinkRow)), H5Tclose);
     FIELD(t, LinkRow, id, H5T_NATIVE_UINT32);
     FIELD(t, LinkRow, src, H5T_NATIVE_UINT32);
@@ -218,7 +245,19 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
     FIELD(t, LinkRow, bytes, H5T_NATIVE_INT64);
     FIELD(t, LinkRow, utilization, H5T_NATIVE_DOUBLE);
     FIELD(t, LinkRow, qps, H5T_NATIVE_UINT32);
-    write_table(file, "links", t, rows.data(), rows.size());
+    write_rows<LinkRow>(out, file, "links", t, f.link_count(), [&](size_t i, LinkRow& r) {
+      const auto l = static_cast<fabric::LinkId>(i);
+      const fabric::Link& link = f.link(l);
+      r = LinkRow{l,
+                  link.src,
+                  link.dst,
+                  link.link_class,
+                  link.capacity.bits_per_second(),
+                  link.latency.count_ps(),
+                  rec.links()[l].bytes,
+                  rec.links()[l].utilization,
+                  rec.links()[l].qps};
+    });
 
     std::vector<std::array<char, kName>> classes(f.link_classes().size());
     for (size_t c = 0; c < classes.size(); ++c) {
@@ -226,17 +265,9 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
       const std::string& s = f.link_classes()[c];
       std::memcpy(classes[c].data(), s.data(), std::min(s.size(), kName - 1));
     }
-    write_table(file, "link_classes", name_t, classes.data(), classes.size());
+    write_table(out, file, "link_classes", name_t, classes.data(), classes.size());
   }
   {
-    std::vector<FlowRow> rows;
-    rows.reserve(rec.flows().size());
-    for (const engine::FlowRecord& fr : rec.flows()) {
-      rows.push_back(FlowRow{fr.id, fr.workload, f.rank_of(fr.src), f.rank_of(fr.dst), fr.qp,
-                             fr.path, fr.bytes.count(), fr.start.count_ps(),
-                             fr.bandwidth_end.count_ps(), fr.delivered.count_ps(),
-                             (fr.delivered - fr.start).in_seconds()});
-    }
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(FlowRow)), H5Tclose);
     FIELD(t, FlowRow, id, H5T_NATIVE_UINT64);
     FIELD(t, FlowRow, workload, H5T_NATIVE_UINT32);
@@ -249,26 +280,22 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
     FIELD(t, FlowRow, bandwidth_end_ps, H5T_NATIVE_INT64);
     FIELD(t, FlowRow, delivered_ps, H5T_NATIVE_INT64);
     FIELD(t, FlowRow, fct_s, H5T_NATIVE_DOUBLE);
-    write_table(file, "flows", t, rows.data(), rows.size());
+    write_rows<FlowRow>(out, file, "flows", t, rec.flows().size(), [&](size_t i, FlowRow& r) {
+      const engine::FlowRecord& fr = rec.flows()[i];
+      r = FlowRow{fr.id,
+                  fr.workload,
+                  f.rank_of(fr.src),
+                  f.rank_of(fr.dst),
+                  fr.qp,
+                  fr.path,
+                  fr.bytes.count(),
+                  fr.start.count_ps(),
+                  fr.bandwidth_end.count_ps(),
+                  fr.delivered.count_ps(),
+                  (fr.delivered - fr.start).in_seconds()};
+    });
   }
   {
-    std::vector<QpRow> rows;
-    rows.reserve(sim.qps().size());
-    for (engine::QpIndex q = 0; q < sim.qps().size(); ++q) {
-      const engine::QpInfo& qi = sim.qps()[q];
-      QpRow r{};
-      r.qp = q;
-      r.src_ip = qi.key.src_ip;
-      r.dst_ip = qi.key.dst_ip;
-      r.src_port = qi.key.src_port;
-      r.dst_port = qi.key.dst_port;
-      r.dst_qpn = qi.key.dst_qpn;
-      r.path = qi.path;
-      const auto [src, dst] = sim.connection_endpoints(qi.connection);
-      r.src_rank = f.rank_of(src);
-      r.dst_rank = f.rank_of(dst);
-      rows.push_back(r);
-    }
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(QpRow)), H5Tclose);
     FIELD(t, QpRow, qp, H5T_NATIVE_UINT32);
     FIELD(t, QpRow, src_rank, H5T_NATIVE_UINT32);
@@ -279,7 +306,19 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
     FIELD(t, QpRow, dst_port, H5T_NATIVE_UINT16);
     FIELD(t, QpRow, dst_qpn, H5T_NATIVE_UINT32);
     FIELD(t, QpRow, path, H5T_NATIVE_UINT32);
-    write_table(file, "qps", t, rows.data(), rows.size());
+    write_rows<QpRow>(out, file, "qps", t, sim.qps().size(), [&](size_t q, QpRow& r) {
+      const engine::QpInfo& qi = sim.qps()[q];
+      r.qp = static_cast<uint32_t>(q);
+      r.src_ip = qi.key.src_ip;
+      r.dst_ip = qi.key.dst_ip;
+      r.src_port = qi.key.src_port;
+      r.dst_port = qi.key.dst_port;
+      r.dst_qpn = qi.key.dst_qpn;
+      r.path = qi.path;
+      const auto [src, dst] = sim.connection_endpoints(qi.connection);
+      r.src_rank = f.rank_of(src);
+      r.dst_rank = f.rank_of(dst);
+    });
   }
   {
     Handle g = group(file, "paths");
@@ -293,9 +332,9 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
       offsets.push_back(links.size());
       latency.push_back(paths.latency(p).count_ps());
     }
-    write_table(g, "links", H5T_NATIVE_UINT32, links.data(), links.size());
-    write_table(g, "offsets", H5T_NATIVE_UINT64, offsets.data(), offsets.size());
-    write_table(g, "latency_ps", H5T_NATIVE_INT64, latency.data(), latency.size());
+    write_table(out, g, "links", H5T_NATIVE_UINT32, links.data(), links.size());
+    write_table(out, g, "offsets", H5T_NATIVE_UINT64, offsets.data(), offsets.size());
+    write_table(out, g, "latency_ps", H5T_NATIVE_INT64, latency.data(), latency.size());
   }
   {
     std::vector<WorkloadRow> rows;
@@ -335,13 +374,13 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
     FIELD(t, WorkloadRow, throughput_gbps, H5T_NATIVE_DOUBLE);
     FIELD(t, WorkloadRow, mean_fct_s, H5T_NATIVE_DOUBLE);
     FIELD(t, WorkloadRow, max_fct_s, H5T_NATIVE_DOUBLE);
-    write_table(file, "workloads", t, rows.data(), rows.size());
+    write_table(out, file, "workloads", t, rows.data(), rows.size());
 
     Handle ft(H5Tcreate(H5T_COMPOUND, sizeof(FigureRow)), H5Tclose);
     FIELD(ft, FigureRow, workload, H5T_NATIVE_UINT32);
     FIELD(ft, FigureRow, name, name_t);
     FIELD(ft, FigureRow, value, H5T_NATIVE_DOUBLE);
-    write_table(file, "workload_figures", ft, figures.data(), figures.size());
+    write_table(out, file, "workload_figures", ft, figures.data(), figures.size());
   }
   {
     std::vector<TierRow> rows;
@@ -366,7 +405,7 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
     FIELD(t, TierRow, mean_qps, H5T_NATIVE_DOUBLE);
     FIELD(t, TierRow, max_qps, H5T_NATIVE_UINT32);
     FIELD(t, TierRow, mmr, H5T_NATIVE_DOUBLE);
-    write_table(file, "tiers", t, rows.data(), rows.size());
+    write_table(out, file, "tiers", t, rows.data(), rows.size());
   }
 }
 
@@ -374,7 +413,9 @@ void write_all(hid_t file, const Recorder& rec, const ResultsMeta& meta) {
 
 }  // namespace
 
-void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta) {
+void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta,
+                      int deflate_level) {
+  const Writer w{deflate_level};
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr noise
   const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
   try {
@@ -385,7 +426,7 @@ void write_results_h5(const std::string& path, const Recorder& rec, const Result
       if (file < 0) {
         throw std::runtime_error(fmt::format("cannot create '{}'", tmp));
       }
-      write_all(file, rec, meta);
+      write_all(w, file, rec, meta);
       check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush file");
     }
     std::filesystem::rename(tmp, path);

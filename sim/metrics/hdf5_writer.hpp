@@ -17,7 +17,9 @@ struct ResultsMeta {
   uint64_t seed = 0;
 };
 
-/// Throws std::runtime_error naming the path if the file cannot be written.
-void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta);
+/// Throws std::runtime_error naming the path if the file cannot be written. `deflate_level`
+/// 1-9 compresses the large tables (smaller files, slower writes); 0 stores them plainly.
+void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta,
+                      int deflate_level = 0);
 
 }  // namespace rocesim::metrics

@@ -69,6 +69,7 @@ class Recorder final : public engine::Observer {
   size_t max_flows_;
   uint64_t flows_seen_ = 0;
   std::vector<engine::FlowRecord> flows_;
+  std::vector<int64_t> path_bytes_;  // bytes delivered per path
   std::vector<LinkResult> links_;
   std::vector<TierResult> tiers_;
   std::vector<WorkloadResult> workloads_;

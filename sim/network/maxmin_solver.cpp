@@ -12,16 +12,10 @@ namespace {
 // may differ in the last bits, and recomputing a flow is always safe while freezing one that
 // should move is not.
 constexpr double kFreezeMargin = 1e-9;
-// Link lists are compacted when stale entries outnumber live ones by this much.
-constexpr uint32_t kCompactSlack = 32;
 constexpr MaxMinSolver::LinkIndex kNoLink = static_cast<MaxMinSolver::LinkIndex>(-1);
 
-struct HeapEntry {
-  double share;
-  MaxMinSolver::LinkIndex link;
-  uint32_t version;
-};
 // Min-heap on share; ties by link index so the order of fixing is deterministic.
+using HeapEntry = MaxMinSolver::HeapEntry;
 struct HeapAfter {
   bool operator()(const HeapEntry& a, const HeapEntry& b) const {
     return a.share > b.share || (a.share == b.share && a.link > b.link);
@@ -30,21 +24,16 @@ struct HeapAfter {
 
 }  // namespace
 
-MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
-    : cap_(std::move(link_capacity)),
-      on_link_(cap_.size()),
-      live_count_(cap_.size(), 0),
-      dead_count_(cap_.size(), 0),
-      link_mark_(cap_.size(), 0),
-      remaining_(cap_.size(), 0),
-      unfixed_(cap_.size(), 0),
-      version_(cap_.size(), 0) {
-  for (double c : cap_)
+MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity) : links_(link_capacity.size()) {
+  for (size_t l = 0; l < links_.size(); ++l) {
+    const double c = link_capacity[l];
     ROCESIM_CHECK(c > 0 && std::isfinite(c), "link capacities must be > 0");
+    links_[l].cap = c;
+  }
 }
 
 MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, double cap) {
-  ROCESIM_CHECK(!links.empty() && links.size() <= kMaxHops, "a flow crosses 1 to 16 links");
+  ROCESIM_CHECK(!links.empty() && links.size() <= kMaxHops, "a flow crosses 1 to kMaxHops links");
   ROCESIM_CHECK(cap > 0, "a flow's rate cap must be positive");
   FlowSlot f;
   if (!free_.empty()) {
@@ -53,22 +42,18 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
   } else {
     f = static_cast<FlowSlot>(flows_.size());
     flows_.emplace_back();
-    flow_mark_.push_back(0);
-    fixed_mark_.push_back(0);
-    new_rate_.push_back(0);
   }
   Flow& x = flows_[f];
-  ++x.generation;
   x.live = true;
   x.cap = cap;
   x.rate = -1;
   x.nhops = static_cast<uint8_t>(links.size());
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkIndex l = links[i];
-    ROCESIM_CHECK(l < cap_.size(), "link index out of range");
+    ROCESIM_CHECK(l < links_.size(), "link index out of range");
     x.hops[i] = l;
-    on_link_[l].push_back({f, x.generation});
-    ++live_count_[l];
+    x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
+    links_[l].flows.push_back({f, static_cast<uint32_t>(i)});
     dirty_links_.push_back(l);
   }
   added_.push_back(f);
@@ -83,24 +68,21 @@ void MaxMinSolver::remove(FlowSlot f) {
   if (x.rate >= 0) removed_min_rate_ = std::min(removed_min_rate_, x.rate);
   for (uint8_t i = 0; i < x.nhops; ++i) {
     const LinkIndex l = x.hops[i];
-    --live_count_[l];
-    ++dead_count_[l];
+    std::vector<Entry>& v = links_[l].flows;
+    const Entry last = v.back();
+    v[x.pos[i]] = last;
+    flows_[last.flow].pos[last.hop] = x.pos[i];
+    v.pop_back();
     dirty_links_.push_back(l);
   }
   free_.push_back(f);
   --active_;
 }
 
-void MaxMinSolver::compact(LinkIndex l) {
-  std::vector<Entry>& v = on_link_[l];
-  std::erase_if(v, [&](const Entry& e) { return !entry_live(e); });
-  dead_count_[l] = 0;
-}
-
 double MaxMinSolver::load(LinkIndex l) const {
   double sum = 0;
-  for (const Entry& e : on_link_[l]) {
-    if (entry_live(e) && flows_[e.flow].rate > 0) sum += flows_[e.flow].rate;
+  for (const Entry& e : links_[l].flows) {
+    if (flows_[e.flow].rate > 0) sum += flows_[e.flow].rate;
   }
   return sum;
 }
@@ -111,37 +93,36 @@ void MaxMinSolver::explore(double tau) {
   comp_flows_.clear();
   components_.clear();
   for (const LinkIndex seed : dirty_links_) {
-    if (link_mark_[seed] == epoch_) continue;
+    // A link left without flows constrains nothing (its last flows just ended).
+    if (links_[seed].mark == epoch_ || links_[seed].flows.empty()) continue;
     Component c{static_cast<uint32_t>(comp_links_.size()), 0,
                 static_cast<uint32_t>(comp_flows_.size()), 0};
-    link_mark_[seed] = epoch_;
+    links_[seed].mark = epoch_;
     comp_links_.push_back(seed);
     for (size_t head = c.link_begin; head < comp_links_.size(); ++head) {
       const LinkIndex l = comp_links_[head];
-      if (dead_count_[l] > live_count_[l] + kCompactSlack) compact(l);
-      double remaining = cap_[l];
+      double remaining = links_[l].cap;
       uint32_t unfixed = 0;
-      for (const Entry& e : on_link_[l]) {
-        if (!entry_live(e)) continue;
+      for (const Entry& e : links_[l].flows) {
         const Flow& x = flows_[e.flow];
         if (x.rate >= 0 && x.rate < freeze_below) {
           remaining -= x.rate;  // frozen: keeps its rate
           continue;
         }
         ++unfixed;
-        if (flow_mark_[e.flow] == epoch_) continue;
-        flow_mark_[e.flow] = epoch_;
+        if (flows_[e.flow].mark == epoch_) continue;
+        flows_[e.flow].mark = epoch_;
         comp_flows_.push_back(e.flow);
         for (uint8_t i = 0; i < x.nhops; ++i) {
           const LinkIndex h = x.hops[i];
-          if (link_mark_[h] != epoch_) {
-            link_mark_[h] = epoch_;
+          if (links_[h].mark != epoch_) {
+            links_[h].mark = epoch_;
             comp_links_.push_back(h);
           }
         }
       }
-      remaining_[l] = std::max(remaining, 0.0);
-      unfixed_[l] = unfixed;
+      links_[l].remaining = std::max(remaining, 0.0);
+      links_[l].unfixed = unfixed;
     }
     c.link_end = static_cast<uint32_t>(comp_links_.size());
     c.flow_end = static_cast<uint32_t>(comp_flows_.size());
@@ -149,13 +130,24 @@ void MaxMinSolver::explore(double tau) {
   }
 }
 
-void MaxMinSolver::fill(const Component& c, std::vector<std::pair<double, LinkIndex>>& capped) {
-  std::vector<HeapEntry> heap;
-  heap.reserve(c.link_end - c.link_begin);
+void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
+  if (c.flow_end - c.flow_begin == 1) {
+    // A flow alone in its component gets the least capacity left on its path, or its cap.
+    const FlowSlot f = comp_flows_[c.flow_begin];
+    const Flow& x = flows_[f];
+    double r = x.cap;
+    for (uint8_t i = 0; i < x.nhops; ++i)
+      r = std::min(r, links_[x.hops[i]].remaining);
+    flows_[f].new_rate = r;
+    return;
+  }
+  std::vector<HeapEntry>& heap = scratch.heap;
+  std::vector<std::pair<double, FlowSlot>>& capped = scratch.capped;
+  heap.clear();
   for (uint32_t i = c.link_begin; i < c.link_end; ++i) {
     const LinkIndex l = comp_links_[i];
-    if (unfixed_[l] == 0) continue;
-    heap.push_back({remaining_[l] / unfixed_[l], l, ++version_[l]});
+    if (links_[l].unfixed == 0) continue;
+    heap.push_back({links_[l].remaining / links_[l].unfixed, l, ++links_[l].version});
   }
   std::make_heap(heap.begin(), heap.end(), HeapAfter{});
   capped.clear();
@@ -169,28 +161,28 @@ void MaxMinSolver::fill(const Component& c, std::vector<std::pair<double, LinkIn
   uint32_t left = c.flow_end - c.flow_begin;
   double level = 0;
   auto fix = [&](FlowSlot f, double r, LinkIndex skip) {
-    fixed_mark_[f] = epoch_;
-    new_rate_[f] = r;
+    flows_[f].fixed = epoch_;
+    flows_[f].new_rate = r;
     --left;
     const Flow& x = flows_[f];
     for (uint8_t i = 0; i < x.nhops; ++i) {
       const LinkIndex h = x.hops[i];
       if (h == skip) continue;
-      remaining_[h] = std::max(remaining_[h] - r, 0.0);
-      if (--unfixed_[h] > 0) {
-        heap.push_back({remaining_[h] / unfixed_[h], h, ++version_[h]});
+      links_[h].remaining = std::max(links_[h].remaining - r, 0.0);
+      if (--links_[h].unfixed > 0) {
+        heap.push_back({links_[h].remaining / links_[h].unfixed, h, ++links_[h].version});
         std::push_heap(heap.begin(), heap.end(), HeapAfter{});
       }
     }
   };
 
   while (left > 0) {
-    while (!heap.empty() && (heap.front().version != version_[heap.front().link] ||
-                             unfixed_[heap.front().link] == 0)) {
+    while (!heap.empty() && (heap.front().version != links_[heap.front().link].version ||
+                             links_[heap.front().link].unfixed == 0)) {
       std::pop_heap(heap.begin(), heap.end(), HeapAfter{});
       heap.pop_back();
     }
-    while (next_cap < capped.size() && fixed_mark_[capped[next_cap].second] == epoch_)
+    while (next_cap < capped.size() && flows_[capped[next_cap].second].fixed == epoch_)
       ++next_cap;
     const double link_share = heap.empty() ? kNoCap : heap.front().share;
     if (next_cap < capped.size() && capped[next_cap].first <= link_share) {
@@ -207,11 +199,11 @@ void MaxMinSolver::fill(const Component& c, std::vector<std::pair<double, LinkIn
     // Shares grow monotonically in exact arithmetic; clamp rounding noise.
     level = std::max(level, top.share);
     const LinkIndex l = top.link;
-    for (const Entry& e : on_link_[l]) {
-      if (!entry_live(e) || flow_mark_[e.flow] != epoch_ || fixed_mark_[e.flow] == epoch_) continue;
+    for (const Entry& e : links_[l].flows) {
+      if (flows_[e.flow].mark != epoch_ || flows_[e.flow].fixed == epoch_) continue;
       fix(e.flow, level, l);
     }
-    unfixed_[l] = 0;
+    links_[l].unfixed = 0;
   }
 }
 
@@ -224,19 +216,33 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
   double tau = removed_min_rate_;
   if (incremental_) {
     for (const FlowSlot f : added_) {
-      const Flow& x = flows_[f];
+      Flow& x = flows_[f];
       if (!x.live || x.rate >= 0) continue;
       double bound = x.cap;
+      bool alone = true;
       for (uint8_t i = 0; i < x.nhops; ++i) {
-        bound = std::min(bound, cap_[x.hops[i]] / live_count_[x.hops[i]]);
+        const size_t n = links_[x.hops[i]].flows.size();
+        alone &= n == 1;
+        bound = std::min(bound, links_[x.hops[i]].cap / static_cast<double>(n));
+      }
+      if (alone) {
+        // A new flow that shares no link is a component of its own and its bound is its rate;
+        // marking its links keeps the exploration away from them.
+        for (uint8_t i = 0; i < x.nhops; ++i)
+          links_[x.hops[i]].mark = epoch_;
+        x.rate = bound;
+        changed.push_back(f);
+        ++stats_.components;
+        ++stats_.flows_recomputed;
+        continue;
       }
       tau = std::min(tau, bound);
     }
   } else {
     tau = 0;  // nothing frozen
     dirty_links_.clear();
-    for (LinkIndex l = 0; l < cap_.size(); ++l) {
-      if (live_count_[l] > 0) dirty_links_.push_back(l);
+    for (LinkIndex l = 0; l < links_.size(); ++l) {
+      if (!links_[l].flows.empty()) dirty_links_.push_back(l);
     }
   }
 
@@ -248,21 +254,20 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
   if (parallel) {
 #pragma omp parallel num_threads(threads_)
     {
-      std::vector<std::pair<double, LinkIndex>> capped;
+      Scratch scratch;
 #pragma omp for schedule(dynamic, 1)
       for (size_t i = 0; i < components_.size(); ++i)
-        fill(components_[i], capped);
+        fill(components_[i], scratch);
     }
   } else {
-    std::vector<std::pair<double, LinkIndex>> capped;
     for (const Component& c : components_)
-      fill(c, capped);
+      fill(c, scratch_);
   }
 
   for (const FlowSlot f : comp_flows_) {
     Flow& x = flows_[f];
-    if (x.rate != new_rate_[f]) {
-      x.rate = new_rate_[f];
+    if (x.rate != flows_[f].new_rate) {
+      x.rate = flows_[f].new_rate;
       changed.push_back(f);
     }
   }

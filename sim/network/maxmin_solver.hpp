@@ -50,7 +50,7 @@ class MaxMinSolver {
  public:
   using FlowSlot = uint32_t;
   using LinkIndex = uint32_t;
-  static constexpr size_t kMaxHops = 16;
+  static constexpr size_t kMaxHops = 12;
   static constexpr double kNoCap = std::numeric_limits<double>::infinity();
 
   /// Capacities in bytes per second, all positive.
@@ -69,13 +69,19 @@ class MaxMinSolver {
   double rate(FlowSlot f) const { return flows_[f].rate; }
   std::span<const LinkIndex> links(FlowSlot f) const { return {flows_[f].hops, flows_[f].nhops}; }
   size_t active_flows() const { return active_; }
-  size_t link_count() const { return cap_.size(); }
-  double capacity(LinkIndex l) const { return cap_[l]; }
+  size_t link_count() const { return links_.size(); }
+  double capacity(LinkIndex l) const { return links_[l].cap; }
   /// Sum of the current rates of the flows on a link (for checks and utilisation sampling).
   double load(LinkIndex l) const;
 
   void set_incremental(bool on) { incremental_ = on; }
   void set_threads(int n) { threads_ = n < 1 ? 1 : n; }
+
+  struct HeapEntry {
+    double share;
+    LinkIndex link;
+    uint32_t version;
+  };
 
   struct Stats {
     uint64_t solves = 0;
@@ -85,32 +91,43 @@ class MaxMinSolver {
   const Stats& stats() const { return stats_; }
 
  private:
+  // Layouts keep what one step touches together: the first cache line of a flow holds its path,
+  // cap and rate; a link's list, capacity and solve state share one line.
   struct Flow {
     LinkIndex hops[kMaxHops];
+    double cap = kNoCap;
+    double rate = -1;        // < 0: added since the last solve
+    uint32_t pos[kMaxHops];  // index of this flow in each hop's list
     uint8_t nhops = 0;
     bool live = false;
-    double cap = kNoCap;
-    double rate = -1;  // < 0: added since the last solve
-    uint32_t generation = 0;
+    uint32_t mark = 0;   // == epoch_: in a component of this solve
+    uint32_t fixed = 0;  // == epoch_: rate fixed by this solve
+    double new_rate = 0;
   };
-  struct Entry {  // a flow on a link's list; stale once the slot's generation moves on
+  struct Entry {  // a flow on a link's list, and which of its hops the link is
     FlowSlot flow;
-    uint32_t generation;
+    uint32_t hop;
+  };
+  struct LinkState {
+    std::vector<Entry> flows;  // live flows only (removal swaps with the last)
+    double cap = 0;
+    double remaining = 0;  // capacity left for the unfixed flows of a component
+    uint32_t mark = 0;     // == epoch_: visited by this solve
+    uint32_t unfixed = 0;  // unfixed flows of the component on the link
+    uint32_t version = 0;  // heap entry version
   };
   struct Component {
     uint32_t link_begin, link_end, flow_begin, flow_end;
   };
 
-  bool entry_live(const Entry& e) const {
-    return flows_[e.flow].live && flows_[e.flow].generation == e.generation;
-  }
-  void compact(LinkIndex l);
   void explore(double tau);
-  void fill(const Component& c, std::vector<std::pair<double, LinkIndex>>& heap);
+  struct Scratch {  // per thread
+    std::vector<HeapEntry> heap;
+    std::vector<std::pair<double, FlowSlot>> capped;
+  };
+  void fill(const Component& c, Scratch& scratch);
 
-  std::vector<double> cap_;
-  std::vector<std::vector<Entry>> on_link_;
-  std::vector<uint32_t> live_count_, dead_count_;
+  std::vector<LinkState> links_;
   std::vector<Flow> flows_;
   std::vector<FlowSlot> free_;
   size_t active_ = 0;
@@ -120,16 +137,12 @@ class MaxMinSolver {
   std::vector<FlowSlot> added_;
   double removed_min_rate_ = kNoCap;
 
-  // Scratch, indexed by link or flow; marks compare against `epoch_` to avoid clearing.
+  // Solve state; marks compare against `epoch_` to avoid clearing.
   uint32_t epoch_ = 0;
-  std::vector<uint32_t> link_mark_, flow_mark_, fixed_mark_;
-  std::vector<double> remaining_;  // capacity left for unfixed flows
-  std::vector<uint32_t> unfixed_;  // unfixed flows of the component on the link
-  std::vector<uint32_t> version_;  // heap entry version per link
   std::vector<LinkIndex> comp_links_;
   std::vector<FlowSlot> comp_flows_;
   std::vector<Component> components_;
-  std::vector<double> new_rate_;  // per flow: the rate computed by this solve
+  Scratch scratch_;
 
   bool incremental_ = true;
   int threads_ = 1;

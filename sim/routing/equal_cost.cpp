@@ -2,44 +2,63 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace rocesim::routing {
 
 EqualCostTable::EqualCostTable(const fabric::Fabric& f)
-    : f_(f), switch_index_(f.node_count(), fabric::kNone) {
+    : f_(f), index_(f.node_count(), fabric::kNone) {
   for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
     const fabric::Node& node = f.node(n);
     if (node.kind == fabric::NodeKind::Switch && node.role != fabric::SwitchRole::NvSwitch) {
-      switch_index_[n] = static_cast<uint32_t>(switches_.size());
+      index_[n] = static_cast<uint32_t>(switches_.size());
       switches_.push_back(n);
     }
   }
+  in_begin_.push_back(0);
+  for (fabric::NodeId s : switches_) {
+    for (fabric::LinkId l : f.in_links(s)) {
+      const uint32_t u = index_[f.link(l).src];
+      if (u != fabric::kNone) in_.push_back(u);
+    }
+    in_begin_.push_back(static_cast<uint32_t>(in_.size()));
+  }
 }
 
-const std::vector<uint16_t>& EqualCostTable::distances(fabric::NodeId target) {
-  auto it = dist_.find(target);
-  if (it != dist_.end()) return it->second;
+const std::vector<uint16_t>& EqualCostTable::to_neighbours(fabric::NodeId target) {
+  const auto cached = by_target_.find(target);
+  if (cached != by_target_.end()) return *cached->second;
   ROCESIM_CHECK(is_fabric_switch(target), "equal-cost target must be a fabric switch");
-  std::vector<uint16_t> d(switches_.size(), 0xFFFF);
-  std::vector<uint32_t> queue;
-  queue.reserve(switches_.size());
-  d[switch_index_[target]] = 0;
-  queue.push_back(switch_index_[target]);
-  for (size_t head = 0; head < queue.size(); ++head) {
-    const fabric::NodeId v = switches_[queue[head]];
-    const uint16_t next = static_cast<uint16_t>(d[queue[head]] + 1);
-    for (fabric::LinkId l : f_.in_links(v)) {
-      const uint32_t u = switch_index_[f_.link(l).src];
-      if (u != fabric::kNone && d[u] == 0xFFFF) {
-        d[u] = next;
-        queue.push_back(u);
+  const uint32_t t = index_[target];
+  std::vector<uint32_t> set(in_.begin() + in_begin_[t], in_.begin() + in_begin_[t + 1]);
+  std::sort(set.begin(), set.end());
+  set.erase(std::unique(set.begin(), set.end()), set.end());
+  auto it = by_set_.find(set);
+  if (it == by_set_.end()) {
+    // Multi-source breadth-first search on the reverse graph, from the whole set at once.
+    std::vector<uint16_t> d(switches_.size(), static_cast<uint16_t>(kUnreachable));
+    std::vector<uint32_t> queue(set.begin(), set.end());
+    for (uint32_t s : set)
+      d[s] = 0;
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const uint32_t v = queue[head];
+      const auto next = static_cast<uint16_t>(d[v] + 1);
+      for (uint32_t i = in_begin_[v]; i < in_begin_[v + 1]; ++i) {
+        const uint32_t u = in_[i];
+        if (d[u] == kUnreachable) {
+          d[u] = next;
+          queue.push_back(u);
+        }
       }
     }
+    it = by_set_.emplace(std::move(set), std::move(d)).first;
   }
-  return dist_.emplace(target, std::move(d)).first->second;
+  by_target_.emplace(target, &it->second);
+  return it->second;
 }
 
-uint16_t EqualCostTable::distance(fabric::NodeId at, fabric::NodeId target) {
-  return distances(target)[switch_index_[at]];
+uint32_t EqualCostTable::distance(fabric::NodeId at, fabric::NodeId target) {
+  return dist(index_[at], target, to_neighbours(target));
 }
 
 std::span<const fabric::LinkId> EqualCostTable::next_hops(fabric::NodeId at,
@@ -47,15 +66,22 @@ std::span<const fabric::LinkId> EqualCostTable::next_hops(fabric::NodeId at,
   const uint64_t key = (static_cast<uint64_t>(at) << 32) | target;
   auto it = groups_.find(key);
   if (it == groups_.end()) {
-    const std::vector<uint16_t>& d = distances(target);
-    const uint16_t here = d[switch_index_[at]];
-    ROCESIM_CHECK(here != 0xFFFF,
+    const std::vector<uint16_t>& d = to_neighbours(target);
+    const uint32_t here = dist(index_[at], target, d);
+    ROCESIM_CHECK(here != kUnreachable,
                   fmt::format("no path from {} to {}", f_.node(at).name, f_.node(target).name));
     const auto begin = static_cast<uint32_t>(members_.size());
-    if (here > 0) {
+    if (here == 1 && f_.in_links(target).size() < f_.out_links(at).size()) {
+      // Adjacent: the links between the two, found from the smaller side (a spine has many
+      // more ports than the leaf it is heading to). In-links are in link-id order, which is the
+      // order of `at`'s ports too.
+      for (fabric::LinkId l : f_.in_links(target)) {
+        if (f_.link(l).src == at) members_.push_back(l);
+      }
+    } else if (here > 0) {
       for (fabric::LinkId l : f_.out_links(at)) {
-        const uint32_t n = switch_index_[f_.link(l).dst];
-        if (n != fabric::kNone && d[n] + 1 == here) members_.push_back(l);
+        const uint32_t n = index_[f_.link(l).dst];
+        if (n != fabric::kNone && dist(n, target, d) + 1 == here) members_.push_back(l);
       }
     }
     it = groups_.emplace(key, std::make_pair(begin, static_cast<uint32_t>(members_.size()))).first;

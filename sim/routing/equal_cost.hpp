@@ -1,14 +1,19 @@
 // Equal-cost next hops through the switch fabric, shared by every routing scheme.
 //
-// For a target switch t, a breadth-first search over the reverse graph of fabric switches
-// (NVSwitches excluded: they are inside servers) gives every switch's hop distance to t; the
-// equal-cost next hops of switch s toward t are its links to switches one hop closer, in port
-// order (the order of the members of an ECMP group). Distances are computed lazily per target
-// and kept; targets are the first-hop switches of destination NICs and path waypoints, so the
-// memory is (targets x switches) small integers, not (NICs x nodes).
+// The fabric switches (NVSwitches excluded: they are inside servers) form a graph; the
+// equal-cost next hops of switch s toward switch t are its links to switches one hop closer to
+// t, in port order (the order of the members of an ECMP group).
+//
+// Distances without a search per target. A shortest path from s != t to t ends with a link
+// from one of t's in-neighbours, so  dist(s, t) = 1 + min_{n in N(t)} dist(s, n),  and the right
+// side is one multi-source breadth-first search (on the reverse graph) from the set N(t). All
+// leaves of a zone share the same spines, so one search serves the whole zone (one per pod in a
+// fat-tree); link failures that change a leaf's neighbour set simply give it its own search.
+// Searches, per-target lookups and next-hop groups are computed lazily and kept.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -24,17 +29,27 @@ class EqualCostTable {
   /// Links out of switch `at` on shortest paths to switch `target`, in port order. Empty when
   /// at == target; throws InternalError if `target` cannot be reached.
   std::span<const fabric::LinkId> next_hops(fabric::NodeId at, fabric::NodeId target);
-  /// Hop distance between fabric switches (0xFFFF if unreachable).
-  uint16_t distance(fabric::NodeId at, fabric::NodeId target);
-  bool is_fabric_switch(fabric::NodeId n) const { return switch_index_[n] != fabric::kNone; }
+  /// Hop distance between fabric switches (kUnreachable if there is no path).
+  uint32_t distance(fabric::NodeId at, fabric::NodeId target);
+  bool is_fabric_switch(fabric::NodeId n) const { return index_[n] != fabric::kNone; }
+
+  static constexpr uint32_t kUnreachable = 0xFFFF;
 
  private:
-  const std::vector<uint16_t>& distances(fabric::NodeId target);
+  /// Distances from every switch to the nearest member of `target`'s in-neighbour set.
+  const std::vector<uint16_t>& to_neighbours(fabric::NodeId target);
+  uint32_t dist(uint32_t from_index, fabric::NodeId target, const std::vector<uint16_t>& d) const {
+    if (switches_[from_index] == target) return 0;
+    return d[from_index] == kUnreachable ? kUnreachable : 1u + d[from_index];
+  }
 
   const fabric::Fabric& f_;
-  std::vector<uint32_t> switch_index_;  // node -> dense index among fabric switches
+  std::vector<uint32_t> index_;  // node -> dense index among fabric switches
   std::vector<fabric::NodeId> switches_;
-  std::unordered_map<fabric::NodeId, std::vector<uint16_t>> dist_;
+  std::vector<uint32_t> in_begin_;  // reverse switch graph: in-neighbours (dense indices)
+  std::vector<uint32_t> in_;
+  std::map<std::vector<uint32_t>, std::vector<uint16_t>> by_set_;
+  std::unordered_map<fabric::NodeId, const std::vector<uint16_t>*> by_target_;
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> groups_;  // (at,target) -> range
   std::vector<fabric::LinkId> members_;
 };

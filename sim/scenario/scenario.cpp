@@ -26,8 +26,13 @@ constexpr Param kOutputParams[] = {
      .help = "flow records kept for results.h5 (the first ones delivered); all flows still count "
              "in the statistics",
      .check = Check::NonNegative},
+    {.key = "compression",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "deflate level 0-9 for the large tables of results.h5 (0: none, fastest)",
+     .check = Check::NonNegative},
 };
-const ParamTable kOutputTable{"output", "What results.h5 keeps.", kOutputParams};
+const ParamTable kOutputTable{"output", "What results.h5 keeps and how.", kOutputParams};
 
 constexpr Param kScenarioParams[] = {
     {.key = "name",
@@ -93,11 +98,11 @@ ConfigNode resolve_topology(const ConfigNode& value, const std::string& base_dir
   }
   std::filesystem::path p(value.value());
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-  const ConfigNode root = load_yaml_file(p.string(), "", value.where());
+  const ConfigNode root = load_yaml_file(p.string(), "", &value);
   if (root.is_map() && root.entries().size() == 1 && root.find("topology") != nullptr) {
     return *root.find("topology");  // its paths already start at "topology"
   }
-  return load_yaml_file(p.string(), value.path(), value.where());
+  return load_yaml_file(p.string(), value.path(), &value);
 }
 
 std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& file,
@@ -178,6 +183,9 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
 
   const ParamReader out = r.section("output", kOutputTable);
   run->max_flow_records = static_cast<size_t>(out.integer("max_flows"));
+  run->compression = static_cast<int>(out.integer("compression"));
+  if (run->compression > 9)
+    out.fail("compression", "a deflate level from 0 to 9", std::to_string(run->compression));
   run->recorder = std::make_unique<metrics::Recorder>(*run->sim, run->max_flow_records);
   run->sim->add_observer(run->recorder.get());
 

@@ -29,6 +29,7 @@ struct ScenarioRun {
   uint64_t seed = 0;
   std::string effective_yaml;  // the scenario with every default filled in
   size_t max_flow_records = 0;
+  int compression = 0;  // deflate level of results.h5
 
   fabric::Fabric fabric;
   std::unique_ptr<routing::Router> router;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -58,7 +59,8 @@ ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& fil
   try {
     root = YAML::Load(in);
   } catch (const YAML::Exception& e) {
-    throw InputError(at(file, e.mark), root_path, "valid YAML", e.msg);
+    throw InputError(at(file, e.mark), root_path, "valid YAML",
+                     fmt::format("a syntax error ({})", e.msg));
   }
   ConfigNode c = convert(root, file, root_path);
   if (c.is_null()) {
@@ -92,17 +94,27 @@ void emit(YAML::Emitter& out, const ConfigNode& n) {
   }
 }
 
+/// Why a file cannot be read, for "found ..." in messages: "'x.yaml', which does not exist".
+std::string unreadable_file(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return fmt::format("'{}', which does not exist", path);
+  if (std::filesystem::is_directory(st)) return fmt::format("'{}', which is a directory", path);
+  return fmt::format("'{}', which cannot be opened for reading", path);
+}
+
 }  // namespace
 
 ConfigNode load_yaml_file(const std::string& path, const std::string& root_path,
-                          const SourceLocation& referenced_from) {
+                          const ConfigNode* referenced_by) {
   std::ifstream in(path);
-  if (!in) {
-    const SourceLocation where =
-        referenced_from.known() ? referenced_from
-                                : SourceLocation{std::make_shared<const std::string>(path), 0, 0};
-    throw InputError(where, root_path, "a readable YAML file",
-                     fmt::format("'{}', which cannot be opened", path));
+  if (!in || std::filesystem::is_directory(path)) {
+    if (referenced_by != nullptr) {
+      throw InputError(referenced_by->where(), referenced_by->path(), "a readable YAML file",
+                       unreadable_file(path));
+    }
+    throw InputError(SourceLocation{std::make_shared<const std::string>(path), 0, 0}, root_path,
+                     "a readable YAML file", unreadable_file(path));
   }
   return parse(in, std::make_shared<const std::string>(path), root_path);
 }

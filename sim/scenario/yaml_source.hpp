@@ -9,10 +9,10 @@
 namespace rocesim::scenario {
 
 /// Parses `path`; every node's path starts at `root_path` (e.g. "topology" for an included
-/// topology file). `referenced_from` locates the reference when the file is included, so a
-/// missing file is reported where it was named. Throws InputError.
+/// topology file). `referenced_by` is the value that named the file when it is included, so a
+/// missing file is reported where it was named and under that key. Throws InputError.
 ConfigNode load_yaml_file(const std::string& path, const std::string& root_path,
-                          const SourceLocation& referenced_from = {});
+                          const ConfigNode* referenced_by = nullptr);
 /// Parses YAML text (for tests and notebooks); `name` stands in for the file name.
 ConfigNode load_yaml_text(const std::string& text, const std::string& name);
 

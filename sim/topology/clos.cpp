@@ -160,6 +160,9 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
   const ParamReader spine = r.section("spine", kSpineTable);
   const Time nic_lat = r.time("nic_link_latency");
   const Time link_lat = r.time("link_latency");
+  const SwitchSpec leaf_sw = read_switch(leaf);
+  const SwitchSpec spine_sw = read_switch(spine);
+  const Bandwidth uplink_speed = leaf.bandwidth("uplink_speed");
 
   const auto uplinks = static_cast<uint32_t>(leaf.integer("uplinks"));
   const auto spines = static_cast<uint32_t>(spine.integer("count"));
@@ -172,6 +175,10 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
   }
 
   const bool multi_zone = zones > 1;
+  const size_t servers = size_t{zones} * racks * nodes_per_rack;
+  f.reserve(servers * server_nodes(server) + size_t{zones} * (racks + spines) + 1024,
+            servers * (server_links(server) + 2 * server.nics) +
+                size_t{zones} * racks * uplinks * 2 + size_t{zones} * spines * 2048);
   auto zone_prefix = [&](uint32_t z) { return multi_zone ? fmt::format("zone{}/", z) : ""; };
 
   std::vector<fabric::NodeId> spine_ids;
@@ -184,8 +191,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
                                        .tier = 1,
                                        .local = rack,
                                        .zone = z,
-                                       .forwarding_latency = leaf.time("latency"),
-                                       .buffer = {leaf.bytes("buffer")},
+                                       .forwarding_latency = leaf_sw.latency,
+                                       .buffer = {leaf_sw.buffer},
                                        .name = fmt::format("{}leaf{}", zone_prefix(z), k)}));
       for (uint32_t s = 0; s < nodes_per_rack; ++s) {
         const uint32_t idx = add_server(f, server, rack, multi_zone ? z : fabric::kNone);
@@ -202,8 +209,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
                           .tier = 2,
                           .local = z * spines + s,
                           .zone = z,
-                          .forwarding_latency = spine.time("latency"),
-                          .buffer = {spine.bytes("buffer")},
+                          .forwarding_latency = spine_sw.latency,
+                          .buffer = {spine_sw.buffer},
                           .name = fmt::format("{}spine{}", zone_prefix(z), s)});
       spine_ids.push_back(sp);
     }
@@ -211,8 +218,7 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
     // members, as on a real switch.
     for (fabric::NodeId lf : leaves) {
       for (uint32_t u = 0; u < uplinks; ++u) {
-        f.add_cable(lf, spine_ids[z * spines + u % spines], leaf.bandwidth("uplink_speed"),
-                    link_lat);
+        f.add_cable(lf, spine_ids[z * spines + u % spines], uplink_speed, link_lat);
       }
     }
   }
@@ -221,6 +227,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
     const ParamReader agg = r.section("aggregation", kAggregationTable);
     const auto count = static_cast<uint32_t>(agg.integer("count"));
     const auto agg_up = static_cast<uint32_t>(agg.integer("uplinks"));
+    const SwitchSpec agg_sw = read_switch(agg);
+    const Bandwidth agg_speed = agg.bandwidth("uplink_speed");
     if (agg_up % count != 0) {
       agg.fail("uplinks", fmt::format("a multiple of aggregation.count ({})", count),
                std::to_string(agg_up));
@@ -231,13 +239,13 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
                                      .role = SwitchRole::Aggregation,
                                      .tier = 3,
                                      .local = a,
-                                     .forwarding_latency = agg.time("latency"),
-                                     .buffer = {agg.bytes("buffer")},
+                                     .forwarding_latency = agg_sw.latency,
+                                     .buffer = {agg_sw.buffer},
                                      .name = fmt::format("agg{}", a)}));
     }
     for (fabric::NodeId sp : spine_ids) {
       for (uint32_t u = 0; u < agg_up; ++u) {
-        f.add_cable(sp, atsw[u % count], agg.bandwidth("uplink_speed"), link_lat);
+        f.add_cable(sp, atsw[u % count], agg_speed, link_lat);
       }
     }
   }

@@ -82,6 +82,9 @@ void build_fat_tree(const ParamReader& r, fabric::Fabric& f) {
                            .name = std::move(name)});
   };
 
+  const size_t servers = size_t{k} * half * servers_per_edge;
+  f.reserve(servers * server_nodes(server) + 5 * size_t{k} * k / 4,
+            servers * (server_links(server) + 2 * server.nics) + 4 * size_t{k} * half * half);
   std::vector<fabric::NodeId> core;
   for (uint32_t c = 0; c < half * half; ++c) {
     core.push_back(make_switch(SwitchRole::Core, 3, c, fmt::format("core{}", c)));

@@ -71,6 +71,10 @@ ServerSpec read_server(const ParamReader& r) {
   return s;
 }
 
+SwitchSpec read_switch(const ParamReader& r) {
+  return {r.time("latency"), r.bytes("buffer")};
+}
+
 uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone) {
   using fabric::Node;
   using fabric::NodeKind;

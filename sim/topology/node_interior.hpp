@@ -27,11 +27,20 @@ ServerSpec read_server(const ParamReader& node_section);
 /// Adds one server's GPUs, NICs and NVSwitch with their internal links and registers it. Returns
 /// the index of the server; its NICs are `fabric.servers()[i].first_nic + k`.
 uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone);
+/// Nodes and directed links one server adds (for Fabric::reserve); its NIC cables not included.
+inline size_t server_nodes(const ServerSpec& s) {
+  return s.gpus + s.nics + (s.gpus > 1 ? 1 : 0);
+}
+inline size_t server_links(const ServerSpec& s) {
+  return 2 * s.gpus * (s.gpus > 1 ? 2 : 1);
+}
 
 /// Per-role switch settings shared by builders: forwarding latency and buffer.
 struct SwitchSpec {
   Time latency{};
   Bytes buffer{};
 };
+/// Reads the `latency` and `buffer` keys of a switch section.
+SwitchSpec read_switch(const ParamReader& section);
 
 }  // namespace rocesim::topology

@@ -114,7 +114,15 @@ void build_rail_optimized(const ParamReader& r, fabric::Fabric& f) {
               std::to_string(uplinks));
   }
   const uint32_t rails = server.nics;
+  const SwitchSpec leaf_sw = read_switch(leaf);
+  const SwitchSpec spine_sw = read_switch(spine);
+  const Bandwidth uplink_speed = leaf.bandwidth("uplink_speed");
+  const Time nic_lat = r.time("nic_link_latency");
+  const Time link_lat = r.time("link_latency");
   const uint32_t leaves_per_rail = (nodes + per_leaf - 1) / per_leaf;
+  f.reserve(size_t{nodes} * server_nodes(server) + spines + size_t{rails} * leaves_per_rail,
+            size_t{nodes} * (server_links(server) + 2 * server.nics) +
+                size_t{rails} * leaves_per_rail * uplinks * 2);
 
   for (uint32_t s = 0; s < nodes; ++s)
     add_server(f, server, s / per_leaf, fabric::kNone);
@@ -125,8 +133,8 @@ void build_rail_optimized(const ParamReader& r, fabric::Fabric& f) {
                                         .role = SwitchRole::Spine,
                                         .tier = 2,
                                         .local = s,
-                                        .forwarding_latency = spine.time("latency"),
-                                        .buffer = {spine.bytes("buffer")},
+                                        .forwarding_latency = spine_sw.latency,
+                                        .buffer = {spine_sw.buffer},
                                         .name = fmt::format("spine{}", s)}));
   }
   for (uint32_t rail = 0; rail < rails; ++rail) {
@@ -135,16 +143,14 @@ void build_rail_optimized(const ParamReader& r, fabric::Fabric& f) {
                                                 .role = SwitchRole::Rail,
                                                 .tier = 1,
                                                 .local = rail * leaves_per_rail + k,
-                                                .forwarding_latency = leaf.time("latency"),
-                                                .buffer = {leaf.bytes("buffer")},
+                                                .forwarding_latency = leaf_sw.latency,
+                                                .buffer = {leaf_sw.buffer},
                                                 .name = fmt::format("rail{}/leaf{}", rail, k)});
       for (uint32_t s = k * per_leaf; s < std::min(nodes, (k + 1) * per_leaf); ++s) {
-        f.add_cable(f.servers()[s].first_nic + rail, lf, server.nic_speed,
-                    r.time("nic_link_latency"));
+        f.add_cable(f.servers()[s].first_nic + rail, lf, server.nic_speed, nic_lat);
       }
       for (uint32_t u = 0; u < uplinks; ++u) {
-        f.add_cable(lf, spine_ids[u % spines], leaf.bandwidth("uplink_speed"),
-                    r.time("link_latency"));
+        f.add_cable(lf, spine_ids[u % spines], uplink_speed, link_lat);
       }
     }
   }

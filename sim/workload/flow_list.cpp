@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -101,7 +102,8 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
     }
     if (r.has("after")) waits.emplace_back(&r.node("after"), t);
   }
-  // Dependencies, checked for unknown ids and cycles (a cycle would never start).
+  // Dependencies, checked for unknown ids and cycles (a flow in a cycle, or waiting on one,
+  // would never start) before any is added to the graph.
   std::vector<std::vector<TaskGraph::TaskId>> succ(g.size());
   std::vector<uint32_t> indegree(g.size(), 0);
   for (const auto& [list, t] : waits) {
@@ -110,42 +112,62 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
       if (it == ids.end()) {
         throw InputError(id.where(), id.path(), "the id of a flow of this workload", id.describe());
       }
-      g.add_dependency(it->second, t);
-      succ[it->second].push_back(t);
+      std::vector<TaskGraph::TaskId>& next = succ[it->second];
+      if (std::find(next.begin(), next.end(), t) != next.end()) continue;  // named twice
+      next.push_back(t);
       ++indegree[t];
     }
   }
+  std::vector<uint32_t> remaining = indegree;
   std::vector<TaskGraph::TaskId> ready;
   for (TaskGraph::TaskId t = 0; t < g.size(); ++t) {
-    if (indegree[t] == 0) ready.push_back(t);
+    if (remaining[t] == 0) ready.push_back(t);
   }
-  size_t seen = 0;
   while (!ready.empty()) {
     const TaskGraph::TaskId t = ready.back();
     ready.pop_back();
-    ++seen;
     for (TaskGraph::TaskId s : succ[t]) {
-      if (--indegree[s] == 0) ready.push_back(s);
+      if (--remaining[s] == 0) ready.push_back(s);
     }
   }
-  if (seen != g.size()) {
-    throw InputError(flows.where(), flows.path(), "flows whose 'after' lists form no cycle",
-                     "a cycle of flows waiting on each other");
+  for (const auto& [list, t] : waits) {
+    if (remaining[t] == 0) continue;
+    std::string stuck;
+    for (const auto& [name, task] : ids) {
+      if (remaining[task] > 0) stuck += fmt::format("{}'{}'", stuck.empty() ? "" : ", ", name);
+    }
+    throw InputError(list->where(), list->path(), "flows whose 'after' lists form no cycle",
+                     fmt::format("flows {} that can never start: their 'after' lists form a "
+                                 "cycle",
+                                 stuck));
+  }
+  for (TaskGraph::TaskId before = 0; before < succ.size(); ++before) {
+    for (TaskGraph::TaskId after : succ[before])
+      g.add_dependency(before, after);
   }
 }
 
-std::vector<std::string_view> split(std::string_view line, char sep) {
-  std::vector<std::string_view> out;
+/// One cell of a CSV line, trimmed, with the 0-based offset of its text in the line.
+struct Cell {
+  std::string_view text;
+  size_t offset;
+};
+
+std::vector<Cell> split(std::string_view line, char sep) {
+  std::vector<Cell> out;
   size_t start = 0;
   while (true) {
     const size_t p = line.find(sep, start);
     std::string_view cell = line.substr(start, p == std::string_view::npos ? p : p - start);
-    while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t'))
+    size_t offset = start;
+    while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) {
       cell.remove_prefix(1);
+      ++offset;
+    }
     while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r')) {
       cell.remove_suffix(1);
     }
-    out.push_back(cell);
+    out.push_back(Cell{cell, offset});
     if (p == std::string_view::npos) return out;
     start = p + 1;
   }
@@ -158,7 +180,9 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
   std::ifstream s(path);
   if (!s) {
     throw InputError(file_node.where(), file_node.path(), "a readable CSV file of flows",
-                     fmt::format("'{}', which cannot be opened", path.string()));
+                     fmt::format("'{}', which {}", path.string(),
+                                 std::filesystem::exists(path) ? "cannot be opened for reading"
+                                                               : "does not exist"));
   }
   const auto file = std::make_shared<const std::string>(path.string());
   std::string line;
@@ -176,19 +200,28 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
     if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
     }
-    const std::vector<std::string_view> cells = split(line, ',');
+    const std::vector<Cell> cells = split(line, ',');
+    // A cell as a located value: messages point at its first character.
     auto cell_node = [&](int col, std::string_view what) {
-      // Column position for the message: 1 + characters before this cell.
-      size_t pos = 0;
-      for (int i = 0; i < col; ++i)
-        pos += cells[i].size() + 1;
-      return ConfigNode::scalar(std::string(cells[col]),
-                                SourceLocation{file, lineno, static_cast<int>(pos + 1)},
+      const Cell& c = cells[col];
+      return ConfigNode::scalar(std::string(c.text),
+                                SourceLocation{file, lineno, static_cast<int>(c.offset + 1)},
                                 std::string(what));
     };
     if (header.empty()) {
-      for (std::string_view c : cells)
-        header.emplace_back(c);
+      static constexpr std::string_view kColumns[] = {"src",   "dst", "bytes", "start_s",
+                                                      "start", "via", "qps"};
+      for (const Cell& c : cells) {
+        const bool known =
+            std::find(std::begin(kColumns), std::end(kColumns), c.text) != std::end(kColumns);
+        const bool repeated = std::find(header.begin(), header.end(), c.text) != header.end();
+        if (!known || repeated) {
+          throw InputError(SourceLocation{file, lineno, static_cast<int>(c.offset + 1)}, "header",
+                           "each column once, named src, dst, bytes, start_s, start, via or qps",
+                           fmt::format("'{}'{}", c.text, repeated ? " a second time" : ""));
+        }
+        header.emplace_back(c.text);
+      }
       c_src = col_of("src");
       c_dst = col_of("dst");
       c_bytes = col_of("bytes");
@@ -196,10 +229,10 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
       c_start = col_of("start");
       c_via = col_of("via");
       c_qps = col_of("qps");
-      if (c_src < 0 || c_dst < 0 || c_bytes < 0) {
+      if (c_src < 0 || c_dst < 0 || c_bytes < 0 || (c_start_s >= 0 && c_start >= 0)) {
         throw InputError(SourceLocation{file, lineno, 1}, "header",
                          "a header line with columns src, dst and bytes (and optionally "
-                         "start_s or start, via, qps)",
+                         "one of start_s and start, via, qps)",
                          fmt::format("'{}'", line));
       }
       continue;
@@ -207,7 +240,7 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
     if (cells.size() != header.size()) {
       throw InputError(SourceLocation{file, lineno, 1}, "row",
                        fmt::format("{} comma-separated values as in the header", header.size()),
-                       fmt::format("{}", cells.size()));
+                       fmt::format("{} value{}", cells.size(), cells.size() == 1 ? "" : "s"));
     }
     TaskGraph::TransferSpec spec;
     const ConfigNode src = cell_node(c_src, "src");
@@ -241,12 +274,17 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
       } catch (const QuantityError& e) {
         throw InputError(n.where(), "start", "a time with a unit", e.what());
       }
+      if (start < Time::zero()) {
+        throw InputError(n.where(), "start", "a time >= 0 with a unit", n.describe());
+      }
     }
-    if (c_via >= 0 && !cells[c_via].empty()) {
+    if (c_via >= 0 && !cells[c_via].text.empty()) {
       const ConfigNode n = cell_node(c_via, "via");
-      for (std::string_view name : split(n.value(), '|')) {
+      for (const Cell& name : split(n.value(), '|')) {
+        SourceLocation at = n.where();
+        at.column += static_cast<int>(name.offset);
         spec.via.push_back(fabric::select_switch(
-            ConfigNode::scalar(std::string(name), n.where(), "via"), in.fabric));
+            ConfigNode::scalar(std::string(name.text), at, "via"), in.fabric));
       }
     }
     if (c_qps >= 0) {

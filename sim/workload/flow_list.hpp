@@ -6,8 +6,8 @@
 //
 // CSV: a header line naming the columns, then one flow per line. Columns: src, dst (ranks or GPU
 // names), bytes (a whole number of bytes, or a size with a unit), and optionally start_s
-// (seconds) or start (a time with a unit), via (switch names separated by '|'), qps. Blank lines
-// and lines starting with '#' are skipped.
+// (seconds) or start (a time with a unit), via (switch names separated by '|'), qps; any other or
+// repeated column name is an error. Blank lines and lines starting with '#' are skipped.
 #pragma once
 
 #include <memory>

@@ -1,1 +1,251 @@
+// The rocesim command line, end to end: every example scenario runs and prints its summary, every
+// ready topology is described, results.h5 is deterministic (the same bytes for the same scenario
+// and seed, whatever the thread count) and readable with h5py, and the committed scenario
+// reference is what `rocesim schema` prints.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/scenario/scenario.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace rocesim::test {
+namespace {
+
+using testing::HasSubstr;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// The YAML files of a source directory, sorted, found when the tests are listed: adding a
+/// scenario or a topology adds a test.
+std::vector<std::string> yaml_files(const std::string& relative_dir) {
+  std::vector<std::string> out;
+  const std::filesystem::path dir = source_path(relative_dir);
+  if (!std::filesystem::is_directory(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ".yaml") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// A test name from a file name: "ai-zone-128.yaml" -> "ai_zone_128".
+std::string test_name(const testing::TestParamInfo<std::string>& info) {
+  std::string s = std::filesystem::path(info.param).stem().string();
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+/// Runs tests/cli/check_results.py on a results file (with more arguments, if any).
+CommandResult check_results(const std::string& results, const std::string& more = "") {
+  return run_command(fmt::format("{} {} {} {}", ROCESIM_PYTHON,
+                                 source_path("tests/cli/check_results.py"), results, more));
+}
+
+/// A temporary directory removed when the test ends.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) : path_(temp_dir(tag)) {}
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// ---- every example scenario ----
+
+class ExampleScenario : public testing::TestWithParam<std::string> {};
+
+TEST_P(ExampleScenario, RunsPrintsItsSummaryAndWritesReadableResults) {
+  const std::string& scenario = GetParam();
+  const TempDir dir("cli-scenario");
+  const std::string results = dir / "results.h5";
+  const CommandResult r = run_cli(fmt::format("run {} -o {}", scenario, results));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+
+  // The summary names the scenario, its fabric and every workload, and the link tiers.
+  const auto expected = scenario::load_scenario(scenario);
+  EXPECT_THAT(r.out,
+              HasSubstr(fmt::format("scenario {}  (seed {})", expected->name, expected->seed)));
+  EXPECT_THAT(r.out, HasSubstr(expected->fabric.description()));
+  for (const engine::WorkloadState& w : expected->sim->workloads())
+    EXPECT_THAT(r.out, HasSubstr(w.workload->name()));
+  EXPECT_THAT(r.out, HasSubstr("link tier"));
+  EXPECT_THAT(r.out, HasSubstr("results written to " + results));
+
+  const CommandResult check = check_results(results);
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, ExampleScenario, testing::ValuesIn(yaml_files("scenarios")),
+                         test_name);
+
+// ---- every ready topology ----
+
+class ReadyTopology : public testing::TestWithParam<std::string> {};
+
+TEST_P(ReadyTopology, IsDescribedByTopo) {
+  const std::string& file = GetParam();
+  const CommandResult r = run_cli("topo " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const fabric::Fabric f = scenario::load_topology(file);
+  EXPECT_THAT(r.out, HasSubstr(f.description()));
+  EXPECT_THAT(r.out, HasSubstr(fmt::format("{} GPUs", f.gpu_count())));
+  EXPECT_THAT(r.out, HasSubstr("bisection bandwidth"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, ReadyTopology, testing::ValuesIn(yaml_files("topologies")),
+                         test_name);
+
+TEST(Topo, AcceptsAScenarioFileAndDescribesItsTopology) {
+  const std::string quickstart = source_path("scenarios/quickstart.yaml");
+  const CommandResult r = run_cli("topo " + quickstart);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(scenario::load_topology(quickstart).description()));
+}
+
+// ---- determinism ----
+
+TEST(Determinism, SameSeedSameBytesWhateverTheThreadCount) {
+  // The principle (docs/architecture.md): same scenario and seed, same bytes of output. Run the
+  // quickstart with 1 thread twice and with 2 threads.
+  const std::string quickstart = source_path("scenarios/quickstart.yaml");
+  const TempDir dir("cli-determinism");
+  for (const auto& [name, threads] : {std::pair{"a.h5", 1}, {"b.h5", 1}, {"c.h5", 2}}) {
+    const CommandResult r =
+        run_cli(fmt::format("run {} -q --threads {} -o {}", quickstart, threads, dir / name));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::string a = slurp(dir / "a.h5");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == slurp(dir / "b.h5")) << "two runs with --threads 1 differ";
+  EXPECT_TRUE(a == slurp(dir / "c.h5")) << "--threads 1 and --threads 2 differ";
+}
+
+TEST(Determinism, AnotherSeedChangesTheQpsAndFlows) {
+  // The seed draws QP numbers and UDP source ports, hence ECMP paths and flow timings, and the
+  // random permutation of the quickstart.
+  const std::string quickstart = source_path("scenarios/quickstart.yaml");
+  const TempDir dir("cli-seed");
+  for (const auto& [name, seed] : {std::pair{"one.h5", 1}, {"two.h5", 2}}) {
+    const CommandResult r =
+        run_cli(fmt::format("run {} -q --seed {} -o {}", quickstart, seed, dir / name));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const CommandResult check = check_results(dir / "two.h5", "--differs-from " + (dir / "one.h5"));
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+TEST(Determinism, TheResultsCheckerNoticesIdenticalFiles) {
+  // check_results.py --differs-from must fail on a file compared with itself, or the test above
+  // would prove nothing.
+  const TempDir dir("cli-seed-self");
+  const std::string results = dir / "one.h5";
+  ASSERT_EQ(
+      run_cli(fmt::format("run {} -q -o {}", source_path("scenarios/quickstart.yaml"), results))
+          .exit_code,
+      0);
+  EXPECT_NE(check_results(results, "--differs-from " + results).exit_code, 0);
+}
+
+// ---- output files ----
+
+TEST(Output, NoOutputWritesNothing) {
+  const TempDir dir("cli-no-output");
+  const CommandResult r =
+      run_command(fmt::format("cd {} && {} run {} --no-output", dir.path(), cli_path(),
+                              source_path("scenarios/quickstart.yaml")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("scenario quickstart"));
+  EXPECT_THAT(r.out, testing::Not(HasSubstr("results written")));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(Output, QuietPrintsNothing) {
+  const TempDir dir("cli-quiet");
+  const CommandResult r = run_cli(
+      fmt::format("run {} -q -o {}", source_path("scenarios/quickstart.yaml"), dir / "results.h5"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(std::filesystem::exists(dir / "results.h5"));
+}
+
+TEST(Output, AnUnwritableResultsFileLeavesNothingBehind) {
+  // The output directory does not exist: exit 1 (not the user's scenario), nothing written.
+  const TempDir dir("cli-unwritable");
+  const CommandResult r = run_cli(fmt::format(
+      "run {} -q -o {}", source_path("scenarios/quickstart.yaml"), dir / "missing/results.h5"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("error: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// ---- the scenario reference ----
+
+TEST(Schema, MatchesTheCommittedScenarioReference) {
+  const CommandResult r = run_cli("schema");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# Scenario reference"));
+  const std::string committed = slurp(source_path("docs/scenario.md"));
+  EXPECT_TRUE(r.out == committed)
+      << "docs/scenario.md is out of date with the parameter tables; regenerate it with "
+         "`make schema` (rocesim schema > docs/scenario.md) and commit it";
+}
+
+// ---- help ----
+
+TEST(Help, TopLevelAndEverySubcommandExitZero) {
+  for (const char* args : {"--help", "run --help", "topo --help", "schema --help"}) {
+    const CommandResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("Usage:")) << args;
+  }
+  const CommandResult top = run_cli("--help");
+  for (const char* sub : {"run", "topo", "schema"})
+    EXPECT_THAT(top.out, HasSubstr(sub));
+  const CommandResult run = run_cli("run --help");
+  for (const char* option : {"--output", "--seed", "--threads", "--no-output", "--quiet"})
+    EXPECT_THAT(run.out, HasSubstr(option));
+}
+
+TEST(Help, VersionExitsZero) {
+  const CommandResult r = run_cli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+\n"));
+}
+
+TEST(Help, NoSubcommandIsABadArgument) {
+  const CommandResult r = run_cli("");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("subcommand"));
+}
+
+}  // namespace
+}  // namespace rocesim::test
