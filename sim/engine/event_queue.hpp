@@ -14,7 +14,6 @@ namespace rocesim::engine {
 enum class EventKind : uint8_t {
   WorkloadStart,  // a: workload
   Timer,          // a: workload, b: tag
-  FlowDelivered,  // a: in-flight flow slot
 };
 
 struct Event {
@@ -47,6 +46,59 @@ class EventQueue {
   };
   std::priority_queue<Event, std::vector<Event>, Later> heap_;
   uint64_t next_seq_ = 0;
+};
+
+/// Deliveries: a flow's last byte reaches the receiver one path latency after its bandwidth phase
+/// ends. Bandwidth phases end in time order, so the deliveries of all paths with the same
+/// latency are in time order too: a FIFO per distinct latency (a "lane") replaces the priority
+/// queue for them, and the next delivery is the earliest lane head. Ties go to the lane created
+/// first, then first in, first out: deterministic.
+template <typename Item>
+class DeliveryLanes {
+ public:
+  uint32_t lane_for(Time latency) {
+    for (uint32_t i = 0; i < lanes_.size(); ++i) {
+      if (lanes_[i].latency == latency) return i;
+    }
+    lanes_.push_back(Lane{latency, {}, 0});
+    return static_cast<uint32_t>(lanes_.size() - 1);
+  }
+  void push(uint32_t lane, Time at, Item item) {
+    Lane& l = lanes_[lane];
+    l.items.push_back({at, std::move(item)});
+  }
+  Time next_time() const {
+    Time t = Time::infinity();
+    for (const Lane& l : lanes_) {
+      if (l.head < l.items.size()) t = std::min(t, l.items[l.head].first);
+    }
+    return t;
+  }
+  /// Removes and returns the first item due at `t` (which must be next_time()).
+  Item pop(Time t) {
+    for (Lane& l : lanes_) {
+      if (l.head < l.items.size() && l.items[l.head].first == t) {
+        Item out = std::move(l.items[l.head].second);
+        if (++l.head == l.items.size()) {
+          l.items.clear();
+          l.head = 0;
+        } else if (l.head >= 4096 && 2 * l.head >= l.items.size()) {
+          l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
+          l.head = 0;
+        }
+        return out;
+      }
+    }
+    return Item{};
+  }
+
+ private:
+  struct Lane {
+    Time latency;
+    std::vector<std::pair<Time, Item>> items;
+    size_t head;
+  };
+  std::vector<Lane> lanes_;
 };
 
 }  // namespace rocesim::engine

@@ -95,6 +95,7 @@ routing::PathId Simulation::path_of(QpIndex qp) {
     req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
     router_.route(req, route_scratch_);
     info.path = paths_.add(fabric_, route_scratch_);
+    lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
     for (Observer* o : observers_)
       o->on_qp_routed(qp, info.path);
   }
@@ -192,25 +193,24 @@ void Simulation::dispatch(const Event& e) {
     case EventKind::Timer:
       workloads_[e.a].workload->on_timer(*this, e.a, e.b);
       break;
-    case EventKind::FlowDelivered: {
-      const FlowRecord rec = in_flight_[e.a];
-      free_in_flight_.push_back(e.a);
-      ++delivered_;
-      WorkloadState& ws = workloads_[rec.workload];
-      ++ws.flows;
-      ws.bytes += rec.bytes.count();
-      const Time fct = rec.delivered - rec.start;
-      ws.fct_sum_s += fct.in_seconds();
-      ws.fct_max = std::max(ws.fct_max, fct);
-      for (Observer* o : observers_)
-        o->on_flow_delivered(rec);
-      Transfer& t = transfers_[static_cast<uint32_t>(e.b)];
-      if (--t.pending == 0) {
-        free_transfers_.push_back(static_cast<uint32_t>(e.b));
-        workloads_[t.workload].workload->on_transfer_done(*this, t.workload, t.tag);
-      }
-      break;
-    }
+  }
+}
+
+void Simulation::deliver(const Delivery& d) {
+  const FlowRecord& rec = d.record;
+  ++delivered_;
+  WorkloadState& ws = workloads_[rec.workload];
+  ++ws.flows;
+  ws.bytes += rec.bytes.count();
+  const Time fct = rec.delivered - rec.start;
+  ws.fct_sum_s += fct.in_seconds();
+  ws.fct_max = std::max(ws.fct_max, fct);
+  for (Observer* o : observers_)
+    o->on_flow_delivered(rec);
+  Transfer& t = transfers_[d.transfer];
+  if (--t.pending == 0) {
+    free_transfers_.push_back(d.transfer);
+    workloads_[t.workload].workload->on_transfer_done(*this, t.workload, t.tag);
   }
 }
 
@@ -234,7 +234,7 @@ void Simulation::run() {
   uint64_t instants = 0;
   while (true) {
     const Time t_net = net_.next_event();
-    const Time t = std::min(t_net, queue_.next_time());
+    const Time t = std::min({t_net, queue_.next_time(), deliveries_.next_time()});
     if (t.is_infinite()) break;
     ROCESIM_CHECK(t >= now_, "time went backwards");
     now_ = t;
@@ -242,26 +242,26 @@ void Simulation::run() {
       net_.advance(t, finished_);
       for (const network::FlowHandle h : finished_) {
         const Running& r = running_[h];
-        const routing::PathId p = qps_[r.qp].path;
-        uint32_t slot;
-        if (!free_in_flight_.empty()) {
-          slot = free_in_flight_.back();
-          free_in_flight_.pop_back();
-        } else {
-          slot = static_cast<uint32_t>(in_flight_.size());
-          in_flight_.emplace_back();
-        }
-        const Transfer& tr = transfers_[r.transfer];
         const QpInfo& qi = qps_[r.qp];
         const Connection& c = connections_[qi.connection];
-        in_flight_[slot] = FlowRecord{r.id, tr.workload,    c.src,   c.dst, r.qp,
-                                      p,    Bytes(r.bytes), r.start, t,     t + paths_.latency(p)};
-        queue_.push(t + paths_.latency(p), EventKind::FlowDelivered, slot, r.transfer);
+        const routing::PathId p = qi.path;
+        const Time at = t + paths_.latency(p);
+        deliveries_.push(lane_of_path_[p], at,
+                         Delivery{FlowRecord{r.id, transfers_[r.transfer].workload, c.src, c.dst,
+                                             r.qp, p, Bytes(r.bytes), r.start, t, at},
+                                  r.transfer});
         ++events_;
       }
     }
-    while (queue_.next_time() == t) {
-      dispatch(queue_.pop());
+    // Everything due at t: deliveries first, then queued events; either may add more at t.
+    while (true) {
+      if (deliveries_.next_time() == t) {
+        deliver(deliveries_.pop(t));
+      } else if (queue_.next_time() == t) {
+        dispatch(queue_.pop());
+      } else {
+        break;
+      }
       ++events_;
     }
     net_.commit(t);

@@ -176,10 +176,16 @@ class Simulation {
     Time start;
   };
 
+  struct Delivery {
+    FlowRecord record;
+    uint32_t transfer = 0;
+  };
+
   routing::PathId path_of(QpIndex qp);
   void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes);
   void start_workload(WorkloadId w);
   void dispatch(const Event& e);
+  void deliver(const Delivery& d);
   void report_progress(bool force);
 
   const fabric::Fabric& fabric_;
@@ -199,8 +205,8 @@ class Simulation {
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   std::vector<Running> running_;
-  std::vector<FlowRecord> in_flight_;  // bandwidth phase over, waiting for delivery
-  std::vector<uint32_t> free_in_flight_;
+  DeliveryLanes<Delivery> deliveries_;  // bandwidth phase over, waiting for the last byte
+  std::vector<uint32_t> lane_of_path_;  // delivery lane of each path (by its latency)
   std::vector<network::FlowHandle> finished_;
   std::vector<fabric::LinkId> route_scratch_;
   std::vector<int64_t> qp_bytes_;  // per QP of the connection being posted to
