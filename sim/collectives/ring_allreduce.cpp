@@ -24,24 +24,32 @@ constexpr Param kRingParams[] = {
     engine::kQpsParam,
     engine::kQpModeParam,
     engine::kMessageSizeParam,
+    engine::kGroupSizeParam,
+    engine::kGroupStrideParam,
 };
 
 }  // namespace
 
 const ParamTable kRingAllReduceTable{
     "workload (type: ring_allreduce)",
-    "Plain ring AllReduce (reduce-scatter then all-gather, one flow per step).", kRingParams};
+    "Plain ring AllReduce (reduce-scatter then all-gather, one flow per step); with group_size, "
+    "one independent ring per group, all at once.",
+    kRingParams};
 
-RingAllReduce::RingAllReduce(std::string name, std::vector<fabric::NodeId> ranks, Bytes bytes,
-                             engine::ConnectionSpec conn)
-    : Workload(std::move(name)), ranks_(std::move(ranks)), bytes_(bytes), conn_(conn) {
-  ROCESIM_CHECK(ranks_.size() >= 2, "a ring needs two ranks");
+RingAllReduce::RingAllReduce(std::string name, std::vector<fabric::NodeId> ranks, size_t group,
+                             Bytes bytes, engine::ConnectionSpec conn)
+    : Workload(std::move(name)),
+      ranks_(std::move(ranks)),
+      group_(group),
+      bytes_(bytes),
+      conn_(conn) {
+  ROCESIM_CHECK(group_ >= 2 && ranks_.size() % group_ == 0, "rings of at least two ranks");
 }
 
 Bytes RingAllReduce::step_bytes(size_t rank, size_t step) const {
   // Chunk c has floor(S/n) bytes, plus one for the first S mod n chunks.
-  const size_t n = ranks_.size();
-  const size_t chunk = (rank + n - step % n) % n;
+  const size_t n = group_;
+  const size_t chunk = (rank % n + n - step % n) % n;
   const int64_t base = bytes_.count() / static_cast<int64_t>(n);
   const int64_t extra = bytes_.count() % static_cast<int64_t>(n);
   return Bytes(base + (static_cast<int64_t>(chunk) < extra ? 1 : 0));
@@ -50,9 +58,8 @@ Bytes RingAllReduce::step_bytes(size_t rank, size_t step) const {
 void RingAllReduce::start(engine::Simulation& sim, engine::WorkloadId id) {
   const size_t n = ranks_.size();
   next_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    next_[i] = sim.connect(ranks_[i], ranks_[(i + 1) % n], conn_);
-  }
+  for (size_t i = 0; i < n; ++i)
+    next_[i] = sim.connect(ranks_[i], ranks_[successor(i)], conn_);
   sent_.assign(n, 0);
   received_.assign(n, 0);
   busy_.assign(n, 0);
@@ -63,7 +70,7 @@ void RingAllReduce::start(engine::Simulation& sim, engine::WorkloadId id) {
 }
 
 void RingAllReduce::step_done(size_t rank) {
-  const size_t succ = (rank + 1) % ranks_.size();
+  const size_t succ = successor(rank);
   ++sent_[rank];
   ++received_[succ];
   // A rank is done once it has sent and received all its steps; exactly one of the two
@@ -105,19 +112,24 @@ void RingAllReduce::on_transfer_done(engine::Simulation& sim, engine::WorkloadId
 }
 
 void RingAllReduce::figures(engine::WorkloadFigures& out, Time duration) const {
-  const double n = static_cast<double>(ranks_.size());
-  const double algbw = bytes_.as_double() / duration.in_seconds();
-  out.add("ranks", n);
-  out.add("algbw_gbps", algbw * 8e-9);
-  out.add("busbw_gbps", algbw * 2 * (n - 1) / n * 8e-9);
+  // nccl-tests' definitions and units: algbw = S / t in GB/s (1e9 bytes/s), busbw = algbw *
+  // 2(n-1)/n. With several groups, t is the time until the last group has finished.
+  const double n = static_cast<double>(group_);
+  const double algbw = bytes_.as_double() / duration.in_seconds() * 1e-9;
+  out.add("ranks_per_group", n);
+  out.add("groups", static_cast<double>(ranks_.size() / group_));
+  out.add("algbw_GBps", algbw);
+  out.add("busbw_GBps", algbw * 2 * (n - 1) / n);
 }
 
 std::unique_ptr<engine::Workload> make_ring_allreduce(const engine::WorkloadInput& in) {
   std::vector<fabric::NodeId> ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
   if (ranks.size() < 2) {
-    in.spec.fail("ranks", "at least 2 GPUs", fmt::format("{}", ranks.size()));
+    in.spec.fail("ranks", "at least 2 GPUs",
+                 fmt::format("{} GPU{}", ranks.size(), ranks.size() == 1 ? "" : "s"));
   }
-  return std::make_unique<RingAllReduce>(in.name, std::move(ranks), in.spec.bytes("bytes"),
+  const size_t group = engine::arrange_groups(in.spec, ranks);
+  return std::make_unique<RingAllReduce>(in.name, std::move(ranks), group, in.spec.bytes("bytes"),
                                          engine::read_connection_spec(in.spec));
 }
 

@@ -7,6 +7,7 @@
 // On an idle non-blocking fabric with per-rank bandwidth B and path latency L every step takes
 // S/(n B) + L, so the collective takes 2(n-1) (S/(n B) + L): the bandwidth term 2(n-1)/n * S/B
 // plus 2(n-1) latencies. algbw = S / t and busbw = algbw * 2(n-1)/n (nccl-tests' definitions).
+// Several independent rings (group_size) run side by side, sharing the fabric.
 //
 // This is the textbook algorithm with one flow per step; NCCL's channels, chunking, protocols
 // and pipelining are modelled by the NCCL collectives. State is O(n): transfers are emitted as
@@ -22,7 +23,8 @@ namespace rocesim::collectives {
 
 class RingAllReduce final : public engine::Workload {
  public:
-  RingAllReduce(std::string name, std::vector<fabric::NodeId> ranks, Bytes bytes,
+  /// `ranks` holds the groups one after the other, `group` ranks each, in ring order.
+  RingAllReduce(std::string name, std::vector<fabric::NodeId> ranks, size_t group, Bytes bytes,
                 engine::ConnectionSpec conn);
 
   std::string_view type() const override { return "ring_allreduce"; }
@@ -30,16 +32,19 @@ class RingAllReduce final : public engine::Workload {
   void on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override;
   void figures(engine::WorkloadFigures& out, Time duration) const override;
 
-  size_t steps() const { return 2 * (ranks_.size() - 1); }
+  size_t steps() const { return 2 * (group_ - 1); }
   /// Bytes rank i sends in step k.
   Bytes step_bytes(size_t rank, size_t step) const;
 
  private:
+  /// Position of the next rank of the same ring.
+  size_t successor(size_t i) const { return i - i % group_ + (i % group_ + 1) % group_; }
   void step_done(size_t rank);
   /// Posts the next step of every rank on the ready list that can go.
   void drain(engine::Simulation& sim, engine::WorkloadId id);
 
   std::vector<fabric::NodeId> ranks_;
+  size_t group_;
   Bytes bytes_;
   engine::ConnectionSpec conn_;
   std::vector<engine::ConnectionId> next_;  // rank i -> rank i+1

@@ -18,7 +18,7 @@ namespace rocesim::engine {
 class Simulation;
 using WorkloadId = uint32_t;
 
-/// Named figures a workload reports for the summary and results.h5 (e.g. "busbw_gbps").
+/// Named figures a workload reports for the summary and results.h5 (e.g. "busbw_GBps").
 struct WorkloadFigures {
   std::vector<std::pair<std::string, double>> values;
   void add(std::string name, double v) { values.emplace_back(std::move(name), v); }

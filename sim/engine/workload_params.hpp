@@ -60,6 +60,55 @@ inline constexpr Param kQpModeParam{
 
 namespace rocesim::engine {
 
+// Splitting the ranks of a collective into independent groups (communicators).
+inline constexpr Param kGroupSizeParam{
+    .key = "group_size",
+    .type = ParamType::Integer,
+    .fallback = "0",
+    .help =
+        "split the ranks into independent groups of this many, each its own ring (e.g. the "
+        "data-parallel groups of a job); 0: one group of all ranks",
+    .check = Check::NonNegative};
+inline constexpr Param kGroupStrideParam{
+    .key = "group_stride",
+    .type = ParamType::Integer,
+    .fallback = "1",
+    .help =
+        "rank distance between consecutive members of a group: groups fill blocks of "
+        "group_size x group_stride ranks, member k of group j of a block being its rank "
+        "j + k x group_stride (1: contiguous groups; 8 on 8-GPU servers: GPU j of "
+        "group_size consecutive servers)",
+    .check = Check::Positive};
+
+/// Reorders `ranks` so that consecutive runs of the returned group size are the groups that
+/// group_size and group_stride describe.
+inline size_t arrange_groups(const ParamReader& r, std::vector<fabric::NodeId>& ranks) {
+  const auto group = static_cast<size_t>(r.integer("group_size"));
+  const auto stride = static_cast<size_t>(r.integer("group_stride"));
+  if (group == 0) {
+    if (stride != 1) r.fail("group_stride", "1 when group_size is 0", std::to_string(stride));
+    return ranks.size();
+  }
+  if (group < 2) r.fail("group_size", "0 or a group of at least 2 ranks", std::to_string(group));
+  const size_t block = group * stride;
+  if (ranks.size() % block != 0) {
+    r.fail("group_size",
+           "group_size x group_stride (" + std::to_string(block) + ") to divide the " +
+               std::to_string(ranks.size()) + " ranks",
+           std::to_string(group));
+  }
+  std::vector<fabric::NodeId> out;
+  out.reserve(ranks.size());
+  for (size_t b = 0; b < ranks.size(); b += block) {
+    for (size_t j = 0; j < stride; ++j) {
+      for (size_t k = 0; k < group; ++k)
+        out.push_back(ranks[b + j + k * stride]);
+    }
+  }
+  ranks = std::move(out);
+  return group;
+}
+
 /// What a workload factory gets: its own section of the scenario (validated against its table),
 /// the sealed fabric, the scenario seed, its name and the directory relative file paths start in.
 struct WorkloadInput {

@@ -64,7 +64,9 @@ constexpr Param kRingStepParams[] = {engine::kWorkloadTypeParam,
                                      kBytesParam,
                                      engine::kQpsParam,
                                      engine::kQpModeParam,
-                                     engine::kMessageSizeParam};
+                                     engine::kMessageSizeParam,
+                                     engine::kGroupSizeParam,
+                                     engine::kGroupStrideParam};
 
 struct Common {
   std::vector<fabric::NodeId> ranks;
@@ -103,7 +105,8 @@ const ParamTable kIncastTable{
 const ParamTable kAllToAllTable{"workload (type: all_to_all)",
                                 "Every rank sends `bytes` to every other rank.", kAllToAllParams};
 const ParamTable kRingStepTable{"workload (type: ring_step)",
-                                "One step of a ring: rank i sends `bytes` to rank i+1 (mod n).",
+                                "One step of a ring: rank i sends `bytes` to rank i+1 (mod n); "
+                                "with group_size, one such step in every group at once.",
                                 kRingStepParams};
 
 std::unique_ptr<engine::Workload> make_permutation(const engine::WorkloadInput& in) {
@@ -148,10 +151,13 @@ std::unique_ptr<engine::Workload> make_all_to_all(const engine::WorkloadInput& i
 }
 
 std::unique_ptr<engine::Workload> make_ring_step(const engine::WorkloadInput& in) {
-  const Common c = read_common(in, 2);
+  Common c = read_common(in, 2);
+  const size_t group = engine::arrange_groups(in.spec, c.ranks);
   auto g = std::make_unique<TaskGraph>(in.name, "ring_step");
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    add(*g, c, c.ranks[i], c.ranks[(i + 1) % c.ranks.size()]);
+  for (size_t base = 0; base < c.ranks.size(); base += group) {
+    for (size_t i = 0; i < group; ++i) {
+      add(*g, c, c.ranks[base + i], c.ranks[base + (i + 1) % group]);
+    }
   }
   return g;
 }
