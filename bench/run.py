@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""rocesim benchmarks: micro-benchmarks, scale runs and the SimGrid comparison, in one go.
+
+  bench/run-benchmarks [--runs 5] [--quick]
+
+Every figure is a median over --runs runs of the whole process, timed with /usr/bin/time (wall
+clock and peak resident memory). Runs of rocesim and of the peer alternate, so that load on a
+shared machine hits both alike. The report (Markdown) is printed and written to
+build/bench/report.md.
+
+The peer is SimGrid's flow-level max-min model, run through the harness in the peers folder
+(default: ../shared/peers beside the checkout; override with PEERS=/path). It runs the reference
+scenarios of that folder's README; bench/reference.py writes the same flows for rocesim, pinned
+to the same spines, and the per-flow completion times of both are compared.
+"""
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import reference  # noqa: E402
+
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
+OUT = os.path.join(ROOT, "build", "bench")
+CLI = os.path.join(BUILD, "sim", "rocesim")
+PEERS = os.environ.get("PEERS", os.path.join(os.path.dirname(ROOT), "shared", "peers"))
+TIME = "/usr/bin/time"
+
+
+def timed(cmd, cwd=None):
+    """Runs cmd under /usr/bin/time; returns (wall seconds, peak RSS MiB, stdout)."""
+    tfile = os.path.join(OUT, "time.txt")
+    p = subprocess.run([TIME, "-f", "%e %M", "-o", tfile] + cmd, cwd=cwd, capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    wall, rss_kb = open(tfile).read().split()[-2:]
+    return float(wall), int(rss_kb) / 1024.0, p.stdout
+
+
+def events_of(summary):
+    m = re.search(r"; (\d+) flows, (\d+) events", summary)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def micro(report):
+    exe = os.path.join(BUILD, "bench", "micro_maxmin")
+    p = subprocess.run([exe, "--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true",
+                        "--benchmark_format=csv"], capture_output=True, text=True, check=True)
+    report.append("## Solver micro-benchmarks (medians of 5 repetitions)\n")
+    report.append("| benchmark | time per iteration | items/s |\n|---|---:|---:|")
+    rows = list(csv.reader(p.stdout.splitlines()))
+    header = next(r for r in rows if r and r[0] == "name")
+    col = {name: i for i, name in enumerate(header)}
+    for row in rows:
+        if len(row) == len(header) and row[0].endswith("_median"):
+            items = row[col["items_per_second"]]
+            report.append(f"| {row[0][: -len('_median')]} | {float(row[col['real_time']]):.4g} "
+                          f"{row[col['time_unit']]} | {float(items):.4g} |" if items else "|")
+    report.append("")
+
+
+def scale(report, runs, quick):
+    cases = [("ring_allreduce_1024", "1 GiB ring AllReduce, 1,024 GPUs"),
+             ("ring_allreduce_4096", "1 GiB ring AllReduce, 4,096 GPUs"),
+             ("rings_32768", "one step of 4,096 8-rank rings, 32,768 GPUs")]
+    if quick:
+        cases = cases[:1]
+    report.append(f"## Scale benchmarks (release build, one thread, medians of {runs} runs)\n")
+    report.append("| scenario | wall s | peak RSS MiB | flows | events | events/s |")
+    report.append("|---|---:|---:|---:|---:|---:|")
+    for name, what in cases:
+        path = os.path.join(ROOT, "bench", "scenarios", name + ".yaml")
+        walls, rss = [], []
+        flows = events = 0
+        for _ in range(runs):
+            w, r, out = timed([CLI, "run", path, "--no-output"])
+            walls.append(w)
+            rss.append(r)
+            flows, events = events_of(out)
+        w = median(walls)
+        report.append(f"| {what} (`bench/scenarios/{name}.yaml`) | {w:.2f} | {median(rss):.0f} | "
+                      f"{flows:,} | {events:,} | {events / w:,.3g} |")
+    report.append("")
+
+
+def read_rocesim_fct(h5path):
+    import h5py  # Debian's python3-h5py
+    with h5py.File(h5path, "r") as f:
+        flows = f["flows"][:]
+    return {(int(r["src_rank"]), int(r["dst_rank"])): float(r["fct_s"]) for r in flows}
+
+
+def read_simgrid_fct(csv_path):
+    out = {}
+    with open(csv_path) as f:
+        for row in csv.DictReader(f):
+            out[(int(row["src"]), int(row["dst"]))] = float(row["fct_s"])
+    return out
+
+
+def peers(report, runs, quick):
+    harness = os.path.join(OUT, "peers", "simgrid_fabric")
+    if not os.path.isdir(PEERS):
+        report.append(f"## SimGrid comparison\n\nskipped: no peers folder at {PEERS} (set PEERS)\n")
+        return
+    b = subprocess.run(["make", "-s", "-C", PEERS, f"BUILD={os.path.join(OUT, 'peers')}",
+                        "simgrid"], capture_output=True, text=True)
+    if b.returncode != 0:
+        report.append("## SimGrid comparison\n\nskipped: the SimGrid harness did not build "
+                      "(scripts/install-deps --bench installs libsimgrid-dev)\n")
+        return
+    report.append(f"## Against SimGrid 3.32 (max-min, reference scenarios; medians of {runs} "
+                  "alternating runs, both writing per-flow results)\n")
+    report.append("| scenario | flows | rocesim wall s | rocesim RSS MiB | SimGrid wall s | "
+                  "SimGrid RSS MiB | speed-up | max FCT difference |")
+    report.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    cases = [("perm", 4096), ("perm", 16384)]
+    if quick:
+        cases = cases[:1]
+    for scen, n in cases:
+        sdir = os.path.join(OUT, "reference")
+        yaml_path = reference.write(scen, n, sdir)
+        h5 = os.path.join(sdir, f"{scen}_N{n}.h5")
+        sg_csv = os.path.join(sdir, f"{scen}_N{n}_simgrid.csv")
+        ours, theirs = [], []
+        for _ in range(runs):
+            ours.append(timed([CLI, "run", yaml_path, "-o", h5, "-q"]))
+            theirs.append(timed([harness, f"--hosts={n}", f"--scenario={scen}", f"--csv={sg_csv}",
+                                 "--log=root.thresh:warning"]))
+        a = read_rocesim_fct(h5)
+        s = read_simgrid_fct(sg_csv)
+        assert a.keys() == s.keys(), "the two simulators ran different flows"
+        diff = max(abs(a[k] - s[k]) / s[k] for k in s)
+        ow, tw = median([x[0] for x in ours]), median([x[0] for x in theirs])
+        report.append(f"| {scen} N={n} | {len(s):,} | {ow:.3f} | {median([x[1] for x in ours]):.0f} | "
+                      f"{tw:.3f} | {median([x[1] for x in theirs]):.0f} | {tw / ow:.1f}x | "
+                      f"{diff:.2e} |")
+    report.append("")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="one case of each kind (for testing)")
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    report = ["# rocesim benchmark report\n",
+              f"machine: {os.cpu_count()} cores; `{' '.join(os.uname()[2:3])}`\n"]
+    micro(report)
+    scale(report, args.runs, args.quick)
+    peers(report, args.runs, args.quick)
+    text = "\n".join(report)
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
