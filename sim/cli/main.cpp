@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "error: " << e.what() << " (rocesim --help lists the options)\n";
+    return kExitInput;
   }
 
   try {

@@ -51,6 +51,7 @@ SourceLocation ConfigNode::key_where(std::string_view key) const {
 }
 
 void ConfigNode::set(std::string key, SourceLocation key_where, ConfigNode value) {
+  value.named_at_ = key_where;
   for (Entry& e : entries_) {
     if (e.key == key) {
       e.key_where = std::move(key_where);

@@ -40,6 +40,9 @@ class ConfigNode {
   const ConfigNode* find(std::string_view key) const;
   /// The location of a key itself (for "unknown key" errors); the map's location if absent.
   SourceLocation key_where(std::string_view key) const;
+  /// Where this value is named: its key in the parent mapping, or the value itself when it has
+  /// no key (the root, a list item). Errors about a whole mapping point here.
+  const SourceLocation& named_at() const { return named_at_.known() ? named_at_ : where_; }
 
   void append(ConfigNode item) { items_.push_back(std::move(item)); }
   void set(std::string key, SourceLocation key_where, ConfigNode value);
@@ -52,6 +55,7 @@ class ConfigNode {
   SourceLocation where_;
   std::string path_;
   std::string value_;
+  SourceLocation named_at_;
   std::vector<ConfigNode> items_;
   std::vector<Entry> entries_;
 };

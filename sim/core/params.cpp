@@ -240,9 +240,10 @@ ParamReader::ParamReader(const ConfigNode& node, const ParamTable& table, Effect
   }
   for (const Param& p : table.params) {
     if (p.required() && node.find(p.key) == nullptr) {
-      throw InputError(node.where(), config_path(node.path(), p.key),
-                       fmt::format("this required key ({}: {})", param_type_name(p.type), p.help),
-                       "it missing");
+      throw InputError(
+          node.named_at(), config_path(node.path(), p.key),
+          fmt::format("the required key '{}' ({}: {})", p.key, param_type_name(p.type), p.help),
+          "the key is missing");
     }
   }
   if (sink_ != nullptr) sink_->record(effective());

@@ -424,16 +424,18 @@ void write_results_h5(const std::string& path, const Recorder& rec, const Result
     {
       Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
       if (file < 0) {
-        throw std::runtime_error(fmt::format("cannot create '{}'", tmp));
+        throw std::runtime_error(
+            "cannot create the file (does the directory exist and is it "
+            "writable?)");
       }
       write_all(w, file, rec, meta);
       check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush file");
     }
     std::filesystem::rename(tmp, path);
-  } catch (...) {
+  } catch (const std::exception& e) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw;
+    throw std::runtime_error(fmt::format("cannot write results to '{}': {}", path, e.what()));
   }
 }
 

@@ -143,9 +143,10 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     }
     const ConfigNode* type = item.find("type");
     if (type == nullptr) {
-      throw InputError(item.where(), config_path(item.path(), "type"),
-                       fmt::format("a workload type ({})", engine::kWorkloadTypeParam.choices),
-                       "it missing");
+      throw InputError(item.named_at(), config_path(item.path(), "type"),
+                       fmt::format("the required key 'type' (a workload type: {})",
+                                   engine::kWorkloadTypeParam.choices),
+                       "the key is missing");
     }
     const WorkloadKind* kind = nullptr;
     for (const WorkloadKind& k : workload_kinds()) {

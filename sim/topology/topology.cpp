@@ -32,8 +32,9 @@ fabric::Fabric build_topology(const ConfigNode& spec, EffectiveConfig* sink) {
   }
   const ConfigNode* type = spec.find("type");
   if (type == nullptr) {
-    throw InputError(spec.where(), config_path(spec.path(), "type"),
-                     "a topology type (clos, rail_optimized or fat_tree)", "it missing");
+    throw InputError(spec.named_at(), config_path(spec.path(), "type"),
+                     "the required key 'type' (clos, rail_optimized or fat_tree)",
+                     "the key is missing");
   }
   for (const TopologyBuilder& b : topology_builders()) {
     if (type->is_scalar() && type->value() == b.type) {

@@ -518,10 +518,10 @@ TEST_F(ScenarioErrors, MissingRequiredKey) {
   const std::string yaml = edit(kGood, "    uplinks: 2\n", "");
   const Failure f = run_bad(yaml);
   expect_rejected(f, {.file = f.scenario,
-                      .at = locate(yaml, "    uplink_speed: 200Gbps", "uplink_speed"),
+                      .at = locate(yaml, "  leaf:", "leaf"),
                       .key = "topology.leaf.uplinks",
-                      .expected = "this required key (integer: uplinks per leaf",
-                      .found = "it missing"});
+                      .expected = "the required key 'uplinks' (integer: uplinks per leaf",
+                      .found = "the key is missing"});
 }
 
 TEST_F(ScenarioErrors, MissingWorkloadType) {
@@ -530,8 +530,8 @@ TEST_F(ScenarioErrors, MissingWorkloadType) {
   expect_rejected(f, {.file = f.scenario,
                       .at = locate(yaml, "  - name: perm", "name"),
                       .key = "workloads[0].type",
-                      .expected = "a workload type (flows|permutation|incast",
-                      .found = "it missing"});
+                      .expected = "the required key 'type' (a workload type: flows|permutation",
+                      .found = "the key is missing"});
 }
 
 // ---- files and arguments ----
