@@ -7,6 +7,7 @@
 #include <queue>
 #include <vector>
 
+#include "sim/core/error.hpp"
 #include "sim/core/units.hpp"
 
 namespace rocesim::engine {
@@ -60,43 +61,49 @@ class DeliveryLanes {
     for (uint32_t i = 0; i < lanes_.size(); ++i) {
       if (lanes_[i].latency == latency) return i;
     }
-    lanes_.push_back(Lane{latency, {}, 0});
+    lanes_.push_back(Lane{latency});
     return static_cast<uint32_t>(lanes_.size() - 1);
   }
-  void push(uint32_t lane, Time at, Item item) {
-    Lane& l = lanes_[lane];
-    l.items.push_back({at, std::move(item)});
-  }
+  void push(uint32_t lane, Time at, Item item) { lanes_[lane].push(at, std::move(item)); }
   Time next_time() const {
     Time t = Time::infinity();
     for (const Lane& l : lanes_) {
-      if (l.head < l.items.size()) t = std::min(t, l.items[l.head].first);
+      if (l.count > 0) t = std::min(t, l.slots[l.head].first);
     }
     return t;
   }
   /// Removes and returns the first item due at `t` (which must be next_time()).
   Item pop(Time t) {
     for (Lane& l : lanes_) {
-      if (l.head < l.items.size() && l.items[l.head].first == t) {
-        Item out = std::move(l.items[l.head].second);
-        if (++l.head == l.items.size()) {
-          l.items.clear();
-          l.head = 0;
-        } else if (l.head >= 4096 && 2 * l.head >= l.items.size()) {
-          l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
-          l.head = 0;
-        }
-        return out;
-      }
+      if (l.count > 0 && l.slots[l.head].first == t) return l.pop();
     }
+    ROCESIM_CHECK(false, "no delivery due at this time");
     return Item{};
   }
 
  private:
+  // A circular buffer: memory stays at the largest number of deliveries in flight at once.
   struct Lane {
     Time latency;
-    std::vector<std::pair<Time, Item>> items;
-    size_t head;
+    std::vector<std::pair<Time, Item>> slots = std::vector<std::pair<Time, Item>>(64);
+    size_t head = 0, count = 0;
+
+    void push(Time at, Item item) {
+      if (count == slots.size()) {
+        std::vector<std::pair<Time, Item>> bigger(2 * slots.size());
+        for (size_t i = 0; i < count; ++i)
+          bigger[i] = std::move(slots[(head + i) % slots.size()]);
+        slots.swap(bigger);
+        head = 0;
+      }
+      slots[(head + count++) & (slots.size() - 1)] = {at, std::move(item)};
+    }
+    Item pop() {
+      Item out = std::move(slots[head].second);
+      head = (head + 1) & (slots.size() - 1);
+      --count;
+      return out;
+    }
   };
   std::vector<Lane> lanes_;
 };

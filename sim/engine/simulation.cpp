@@ -106,8 +106,17 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
   const routing::PathId p = path_of(qp);
   const network::FlowHandle h =
       net_.start(paths_.links(p), static_cast<double>(bytes), now_, network::kNoRateCap);
-  if (h >= running_.size()) running_.resize(h + 1);
-  running_[h] = Running{transfer, qp, next_flow_id_++, bytes, now_};
+  uint32_t slot;
+  if (!free_running_.empty()) {
+    slot = free_running_.back();
+    free_running_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(running_.size());
+    running_.emplace_back();
+  }
+  running_[slot] = Running{transfer, qp, next_flow_id_++, bytes, now_, Time::infinity()};
+  if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
+  slot_of_handle_[h] = slot;
 }
 
 void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag) {
@@ -196,8 +205,15 @@ void Simulation::dispatch(const Event& e) {
   }
 }
 
-void Simulation::deliver(const Delivery& d) {
-  const FlowRecord& rec = d.record;
+void Simulation::deliver(uint32_t flow) {
+  const Running r = running_[flow];
+  free_running_.push_back(flow);
+  const QpInfo& qi = qps_[r.qp];
+  const Connection& c = connections_[qi.connection];
+  const Transfer& tr = transfers_[r.transfer];
+  const FlowRecord rec{
+      r.id,    tr.workload,    c.src,   c.dst,           r.qp,
+      qi.path, Bytes(r.bytes), r.start, r.bandwidth_end, r.bandwidth_end + paths_.latency(qi.path)};
   ++delivered_;
   WorkloadState& ws = workloads_[rec.workload];
   ++ws.flows;
@@ -207,9 +223,9 @@ void Simulation::deliver(const Delivery& d) {
   ws.fct_max = std::max(ws.fct_max, fct);
   for (Observer* o : observers_)
     o->on_flow_delivered(rec);
-  Transfer& t = transfers_[d.transfer];
+  Transfer& t = transfers_[r.transfer];
   if (--t.pending == 0) {
-    free_transfers_.push_back(d.transfer);
+    free_transfers_.push_back(r.transfer);
     workloads_[t.workload].workload->on_transfer_done(*this, t.workload, t.tag);
   }
 }
@@ -241,15 +257,11 @@ void Simulation::run() {
     if (t_net == t) {
       net_.advance(t, finished_);
       for (const network::FlowHandle h : finished_) {
-        const Running& r = running_[h];
-        const QpInfo& qi = qps_[r.qp];
-        const Connection& c = connections_[qi.connection];
-        const routing::PathId p = qi.path;
-        const Time at = t + paths_.latency(p);
-        deliveries_.push(lane_of_path_[p], at,
-                         Delivery{FlowRecord{r.id, transfers_[r.transfer].workload, c.src, c.dst,
-                                             r.qp, p, Bytes(r.bytes), r.start, t, at},
-                                  r.transfer});
+        const uint32_t slot = slot_of_handle_[h];
+        Running& r = running_[slot];
+        r.bandwidth_end = t;
+        const routing::PathId p = qps_[r.qp].path;
+        deliveries_.push(lane_of_path_[p], t + paths_.latency(p), slot);
         ++events_;
       }
     }

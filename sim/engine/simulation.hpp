@@ -168,24 +168,20 @@ class Simulation {
     uint64_t tag;
     uint32_t pending;  // flows not yet delivered
   };
-  struct Running {  // per network handle
+  struct Running {  // a flow from its start to its delivery
     uint32_t transfer;
     QpIndex qp;
     uint64_t id;
     int64_t bytes;
     Time start;
-  };
-
-  struct Delivery {
-    FlowRecord record;
-    uint32_t transfer = 0;
+    Time bandwidth_end;
   };
 
   routing::PathId path_of(QpIndex qp);
   void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes);
   void start_workload(WorkloadId w);
   void dispatch(const Event& e);
-  void deliver(const Delivery& d);
+  void deliver(uint32_t flow);
   void report_progress(bool force);
 
   const fabric::Fabric& fabric_;
@@ -204,9 +200,11 @@ class Simulation {
   std::vector<QpInfo> qps_;
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
-  std::vector<Running> running_;
-  DeliveryLanes<Delivery> deliveries_;  // bandwidth phase over, waiting for the last byte
-  std::vector<uint32_t> lane_of_path_;  // delivery lane of each path (by its latency)
+  std::vector<Running> running_;  // by engine flow slot
+  std::vector<uint32_t> free_running_;
+  std::vector<uint32_t> slot_of_handle_;  // network handle -> engine flow slot
+  DeliveryLanes<uint32_t> deliveries_;    // bandwidth phase over, waiting for the last byte
+  std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)
   std::vector<network::FlowHandle> finished_;
   std::vector<fabric::LinkId> route_scratch_;
   std::vector<int64_t> qp_bytes_;  // per QP of the connection being posted to

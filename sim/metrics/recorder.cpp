@@ -26,8 +26,10 @@ void Recorder::on_qp_routed(engine::QpIndex, routing::PathId path) {
 
 void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
   ++flows_seen_;
-  for (fabric::LinkId l : sim_.paths().links(flow.path))
-    links_[l].bytes += flow.bytes.count();
+  // Bytes are counted per path and spread over the path's links once, in finalize(): a path
+  // carries many flows (every message of its QP), so the cost per flow stays constant.
+  if (flow.path >= path_bytes_.size()) path_bytes_.resize(flow.path + 1, 0);
+  path_bytes_[flow.path] += flow.bytes.count();
   if (flows_.size() < max_flows_) flows_.push_back(flow);
 }
 

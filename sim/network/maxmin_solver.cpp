@@ -68,7 +68,7 @@ void MaxMinSolver::remove(FlowSlot f) {
   if (x.rate >= 0) removed_min_rate_ = std::min(removed_min_rate_, x.rate);
   for (uint8_t i = 0; i < x.nhops; ++i) {
     const LinkIndex l = x.hops[i];
-    std::vector<Entry>& v = links_[l].flows;
+    FlowList& v = links_[l].flows;
     const Entry last = v.back();
     v[x.pos[i]] = last;
     flows_[last.flow].pos[last.hop] = x.pos[i];

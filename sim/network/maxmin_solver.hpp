@@ -108,8 +108,63 @@ class MaxMinSolver {
     FlowSlot flow;
     uint32_t hop;
   };
-  struct LinkState {
-    std::vector<Entry> flows;  // live flows only (removal swaps with the last)
+  /// The flows on a link: a vector that keeps up to two entries inline, because most links
+  /// carry one or two flows and an extra allocation would cost a cache miss on every visit.
+  class FlowList {
+   public:
+    FlowList() : heap_(nullptr) {}
+    FlowList(FlowList&& o) noexcept : size_(o.size_), cap_(o.cap_) {
+      if (o.cap_ > kInline) {
+        heap_ = o.heap_;
+      } else {
+        for (uint32_t i = 0; i < size_; ++i)
+          inline_[i] = o.inline_[i];
+      }
+      o.size_ = 0;
+      o.cap_ = kInline;
+    }
+    FlowList(const FlowList&) = delete;
+    FlowList& operator=(const FlowList&) = delete;
+    FlowList& operator=(FlowList&&) = delete;
+    ~FlowList() {
+      if (cap_ > kInline) delete[] heap_;
+    }
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    Entry* begin() { return data(); }
+    Entry* end() { return data() + size_; }
+    const Entry* begin() const { return data(); }
+    const Entry* end() const { return data() + size_; }
+    Entry& operator[](size_t i) { return data()[i]; }
+    Entry& back() { return data()[size_ - 1]; }
+    void pop_back() { --size_; }
+    void push_back(Entry e) {
+      if (size_ == cap_) grow();
+      data()[size_++] = e;
+    }
+
+   private:
+    static constexpr uint32_t kInline = 2;
+    Entry* data() { return cap_ > kInline ? heap_ : inline_; }
+    const Entry* data() const { return cap_ > kInline ? heap_ : inline_; }
+    void grow() {
+      auto* bigger = new Entry[2 * cap_];
+      for (uint32_t i = 0; i < size_; ++i)
+        bigger[i] = data()[i];
+      if (cap_ > kInline) delete[] heap_;
+      heap_ = bigger;
+      cap_ *= 2;
+    }
+    union {
+      Entry inline_[kInline];
+      Entry* heap_;
+    };
+    uint32_t size_ = 0;
+    uint32_t cap_ = kInline;
+  };
+
+  struct alignas(64) LinkState {
+    FlowList flows;  // live flows only (removal swaps with the last)
     double cap = 0;
     double remaining = 0;  // capacity left for the unfixed flows of a component
     uint32_t mark = 0;     // == epoch_: visited by this solve
