@@ -6,6 +6,7 @@ namespace rocesim {
 
 std::string format_time(Time t) {
   const double ps = static_cast<double>(t.count_ps());
+  if (ps == 0) return "0 s";
   if (ps < 1e3) return fmt::format("{:.0f} ps", ps);
   if (ps < 1e6) return fmt::format("{:.3f} ns", ps * 1e-3);
   if (ps < 1e9) return fmt::format("{:.3f} us", ps * 1e-6);

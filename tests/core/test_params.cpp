@@ -3,6 +3,8 @@
 // default (nested sections and list items included).
 #include <gtest/gtest.h>
 
+#include "tests/support/test_support.hpp"
+
 #include <string>
 
 #include "sim/core/params.hpp"
@@ -10,6 +12,9 @@
 
 namespace rocesim {
 namespace {
+
+using test::contains;
+using test::input_error;
 
 constexpr Param kInnerParams[] = {
     {.key = "depth",
@@ -70,22 +75,6 @@ const ParamTable kOuterTable{"test", "The table under test.", kOuterParams};
 
 ConfigNode yaml(const std::string& text) {
   return scenario::load_yaml_text(text, "params.yaml");
-}
-
-/// Runs `f` and returns the InputError it throws; fails the test if it throws nothing.
-template <typename F>
-InputError input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError(SourceLocation{}, "none");
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // ---- shape: unknown and missing keys ----

@@ -19,6 +19,9 @@
 namespace rocesim::fabric {
 namespace {
 
+using test::contains;
+using test::input_error;
+
 const SourceLocation kWhere{std::make_shared<const std::string>("topo.yaml"), 3, 5};
 
 /// Single-GPU servers hanging off one leaf switch, cabled at `nic_speed`.
@@ -49,21 +52,6 @@ Tiny tiny(uint32_t servers, Bandwidth nic_speed = Bandwidth::gbps(400)) {
     t.nics.push_back(n);
   }
   return t;
-}
-
-template <typename F>
-InputError input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError(SourceLocation{}, "none");
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // ---- build and seal ----

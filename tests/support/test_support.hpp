@@ -2,9 +2,12 @@
 // fabrics and scenarios built from YAML text, and running the rocesim command line.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 
+#include "sim/core/error.hpp"
 #include "sim/fabric/fabric.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -22,6 +25,22 @@ fabric::Fabric fabric_from_yaml(const std::string& topology_yaml);
 /// Loads a scenario from YAML text (relative paths resolve against the source tree).
 std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yaml,
                                                           uint64_t seed = 1, int threads = 1);
+
+/// Runs `f` and returns the InputError it throws; fails the test if it throws none.
+template <typename F>
+InputError input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return InputError(SourceLocation{}, "none");
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 struct CommandResult {
   int exit_code = -1;

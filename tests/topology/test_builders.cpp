@@ -16,6 +16,9 @@
 namespace rocesim::topology {
 namespace {
 
+using test::contains;
+using test::input_error;
+
 using fabric::Fabric;
 
 size_t nodes_of(const TopologyReport& r, const std::string& role) {
@@ -42,21 +45,6 @@ const TierSubscription* subscription_of(const TopologyReport& r, const std::stri
     if (t.role == role) return &t;
   }
   return nullptr;
-}
-
-template <typename F>
-InputError input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError(SourceLocation{}, "none");
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // ---- clos ----

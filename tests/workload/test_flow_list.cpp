@@ -17,6 +17,9 @@
 namespace rocesim::workload {
 namespace {
 
+using test::contains;
+using test::input_error;
+
 using testing::HasSubstr;
 
 // 8 GPUs: 2 racks of 2 servers with 2 GPUs each; leaves leaf0 and leaf1, spines spine0 and
@@ -34,17 +37,6 @@ std::unique_ptr<scenario::ScenarioRun> simulate(const std::string& workloads) {
   auto run = test::scenario_from_yaml(fmt::format("{}workloads:\n{}", kTopology, workloads));
   run->run();
   return run;
-}
-
-template <typename F>
-InputError input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError(SourceLocation{}, "none");
 }
 
 InputError load_error(const std::string& workloads) {

@@ -18,6 +18,9 @@
 namespace rocesim::workload {
 namespace {
 
+using test::contains;
+using test::input_error;
+
 constexpr int64_t kMiB = 1 << 20;
 
 // 16 GPUs: 4 racks of 2 servers with 2 GPUs each; non-blocking (4 x 400G NICs per leaf, 4 x 400G
@@ -60,17 +63,6 @@ std::map<uint32_t, uint32_t> successor(const std::vector<Transfer>& flows) {
   for (const Transfer& t : flows)
     EXPECT_TRUE(next.emplace(t.src, t.dst).second) << "rank " << t.src << " sends twice";
   return next;
-}
-
-template <typename F>
-InputError input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError(SourceLocation{}, "none");
 }
 
 // ---- permutation ----
