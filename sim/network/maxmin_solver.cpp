@@ -112,6 +112,7 @@ void MaxMinSolver::explore(double tau) {
         ++unfixed;
         if (flows_[e.flow].mark == epoch_) continue;
         flows_[e.flow].mark = epoch_;
+        flows_[e.flow].comp_pos = static_cast<uint32_t>(comp_flows_.size());
         comp_flows_.push_back(e.flow);
         for (uint8_t i = 0; i < x.nhops; ++i) {
           const LinkIndex h = x.hops[i];
@@ -138,7 +139,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     double r = x.cap;
     for (uint8_t i = 0; i < x.nhops; ++i)
       r = std::min(r, links_[x.hops[i]].remaining);
-    flows_[f].new_rate = r;
+    comp_rate_[flows_[f].comp_pos] = r;
     return;
   }
   std::vector<HeapEntry>& heap = scratch.heap;
@@ -161,8 +162,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   uint32_t left = c.flow_end - c.flow_begin;
   double level = 0;
   auto fix = [&](FlowSlot f, double r, LinkIndex skip) {
-    flows_[f].fixed = epoch_;
-    flows_[f].new_rate = r;
+    comp_rate_[flows_[f].comp_pos] = r;
     --left;
     const Flow& x = flows_[f];
     for (uint8_t i = 0; i < x.nhops; ++i) {
@@ -182,7 +182,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
       std::pop_heap(heap.begin(), heap.end(), HeapAfter{});
       heap.pop_back();
     }
-    while (next_cap < capped.size() && flows_[capped[next_cap].second].fixed == epoch_)
+    while (next_cap < capped.size() && comp_rate_[flows_[capped[next_cap].second].comp_pos] >= 0)
       ++next_cap;
     const double link_share = heap.empty() ? kNoCap : heap.front().share;
     if (next_cap < capped.size() && capped[next_cap].first <= link_share) {
@@ -200,7 +200,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     level = std::max(level, top.share);
     const LinkIndex l = top.link;
     for (const Entry& e : links_[l].flows) {
-      if (flows_[e.flow].mark != epoch_ || flows_[e.flow].fixed == epoch_) continue;
+      if (flows_[e.flow].mark != epoch_ || comp_rate_[flows_[e.flow].comp_pos] >= 0) continue;
       fix(e.flow, level, l);
     }
     links_[l].unfixed = 0;
@@ -247,6 +247,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
   }
 
   explore(tau);
+  comp_rate_.assign(comp_flows_.size(), -1);
   stats_.components += components_.size();
   stats_.flows_recomputed += comp_flows_.size();
 
@@ -266,8 +267,9 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
 
   for (const FlowSlot f : comp_flows_) {
     Flow& x = flows_[f];
-    if (x.rate != flows_[f].new_rate) {
-      x.rate = flows_[f].new_rate;
+    const double r = comp_rate_[x.comp_pos];
+    if (x.rate != r) {
+      x.rate = r;
       changed.push_back(f);
     }
   }

@@ -93,17 +93,17 @@ class MaxMinSolver {
  private:
   // Layouts keep what one step touches together: the first cache line of a flow holds its path,
   // cap and rate; a link's list, capacity and solve state share one line.
-  struct Flow {
+  struct alignas(64) Flow {
     LinkIndex hops[kMaxHops];
     double cap = kNoCap;
     double rate = -1;        // < 0: added since the last solve
     uint32_t pos[kMaxHops];  // index of this flow in each hop's list
     uint8_t nhops = 0;
     bool live = false;
-    uint32_t mark = 0;   // == epoch_: in a component of this solve
-    uint32_t fixed = 0;  // == epoch_: rate fixed by this solve
-    double new_rate = 0;
+    uint32_t mark = 0;      // == epoch_: in a component of this solve
+    uint32_t comp_pos = 0;  // position in comp_flows_ during a solve
   };
+  static_assert(sizeof(Flow) == 128, "a flow is two cache lines");
   struct Entry {  // a flow on a link's list, and which of its hops the link is
     FlowSlot flow;
     uint32_t hop;
@@ -197,6 +197,7 @@ class MaxMinSolver {
   std::vector<LinkIndex> comp_links_;
   std::vector<FlowSlot> comp_flows_;
   std::vector<Component> components_;
+  std::vector<double> comp_rate_;  // per position in comp_flows_: the new rate, < 0 until fixed
   Scratch scratch_;
 
   bool incremental_ = true;
