@@ -9,8 +9,8 @@
 // plus 2(n-1) latencies. algbw = S / t and busbw = algbw * 2(n-1)/n (nccl-tests' definitions).
 // Several independent rings (group_size) run side by side, sharing the fabric.
 //
-// This is the textbook algorithm with one flow per step; NCCL's channels, chunking, protocols
-// and pipelining are modelled by the NCCL collectives. State is O(n): transfers are emitted as
+// This is the textbook algorithm with one flow per step: NCCL's channels, chunking, protocols
+// and pipelining are not modelled here. State is O(n): transfers are emitted as
 // they become ready, never materialised per step.
 #pragma once
 

@@ -1,7 +1,8 @@
-// Seeded random streams. Every component that needs randomness asks for its own stream by name
-// ("workload/perm", "fabric/qpn/nic17"), derived from the scenario seed. Streams are independent
-// of each other and of the order in which they are created, so adding a component or running
-// with more threads never changes the numbers another component draws.
+// Seeded random streams. A component that needs randomness derives its own stream from the
+// scenario seed and a key (a name such as "workload/perm", or a node id), so streams are
+// independent of each other and of the order in which they are created, and the thread count
+// never changes what anyone draws. (What is drawn per QP still depends on the order in which
+// workloads open their QPs, which is the order of the scenario.)
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 namespace rocesim {
 
 /// SplitMix64 (Steele, Lea, Flood 2014): used to expand seeds. `next()` is the reference
-/// algorithm, the same as the peer harnesses' ECMP hash.
+/// algorithm (also the ECMP hash of the reference scenarios in bench/reference.py).
 class SplitMix64 {
  public:
   explicit constexpr SplitMix64(uint64_t state) : state_(state) {}

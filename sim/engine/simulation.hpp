@@ -55,7 +55,6 @@ struct ConnectionSpec {
 
 struct SimulationConfig {
   uint64_t seed = 1;
-  int threads = 1;
   fabric::SourcePortPolicy source_port = fabric::SourcePortPolicy::Linux;
 };
 

@@ -2,7 +2,12 @@
 // type's table. The scenario loader reads them; the workload's own factory reads the rest.
 #pragma once
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "sim/core/params.hpp"
+#include "sim/engine/simulation.hpp"
 
 namespace rocesim::engine {
 
@@ -50,15 +55,6 @@ inline constexpr Param kQpModeParam{
         "round_robin posts each message to the next QP; split divides every message across "
         "all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)",
     .choices = "round_robin|split"};
-
-}  // namespace rocesim::engine
-
-#include <memory>
-#include <string>
-
-#include "sim/engine/simulation.hpp"
-
-namespace rocesim::engine {
 
 // Splitting the ranks of a collective into independent groups (communicators).
 inline constexpr Param kGroupSizeParam{

@@ -1,11 +1,12 @@
 // The fabric: the network graph of one simulated cluster. Nodes are GPUs, RDMA NICs and switches
 // (the NVSwitch of a server's NVLink domain, leaves, spines, aggregation and core switches);
-// links are directed, each with a capacity, a propagation latency and the buffer settings of the
-// switch port it leaves from. A cable is two links, one per direction.
+// links are directed, each with a capacity and a propagation latency; switches carry their
+// forwarding latency and buffer size. A cable is two links, one per direction.
 //
-// Build, then seal: topology builders add nodes and links, `seal()` validates (connected,
-// capacities positive, every GPU reaches a NIC, counts consistent), assigns the address plan and
-// freezes the graph. Routing tables and path caches are computed only on a sealed fabric.
+// Build, then seal: topology builders add nodes and links, `seal()` validates (every node
+// reaches every other, capacities positive, every GPU in a server, every NIC cabled to a switch,
+// GPU and NIC counts consistent), assigns the address plan and freezes the graph. Routing tables
+// and path caches are computed only on a sealed fabric.
 #pragma once
 
 #include <cstdint>

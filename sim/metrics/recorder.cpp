@@ -36,7 +36,8 @@ void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
 void Recorder::finalize() {
   const fabric::Fabric& f = sim_.fabric();
   for (routing::PathId p = 0; p < path_bytes_.size(); ++p) {
-    for (fabric::LinkId l : sim_.paths().links(p)) links_[l].bytes += path_bytes_[p];
+    for (fabric::LinkId l : sim_.paths().links(p))
+      links_[l].bytes += path_bytes_[p];
   }
   const double horizon = sim_.end_time().in_seconds();
   for (fabric::LinkId l = 0; l < f.link_count(); ++l) {

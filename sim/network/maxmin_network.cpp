@@ -78,6 +78,7 @@ void MaxMinNetwork::commit(Time now) {
     s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.since).in_seconds());
     s.since = now;
     s.rate = solver_.rate(f);
+    ROCESIM_CHECK(s.rate > 0, "max-min gave a running flow no bandwidth");
     ++s.version;
     const Time end = now + transfer_time(s.remaining, s.rate);
     ends_.push({end.count_ps(), f, s.version});

@@ -3,7 +3,8 @@
 // rate last changed, so advancing time touches only the flows whose rate changes; the predicted
 // end of each flow sits in a heap, and a rate change re-keys it (stale entries are skipped).
 //
-// Semantics, as in the reference max-min model of the peer harnesses: a flow shares bandwidth
+// Semantics, as in SimGrid's max-min model with zero link latency plus the path latency added
+// once (the reference of bench/reference.py): a flow shares bandwidth
 // from the instant it starts; its last byte leaves the sender when its bytes are exhausted (the
 // end of its bandwidth phase); the engine adds the path's first-byte latency to get the time the
 // receiver has it. No headers, no slow start, no store-and-forward.

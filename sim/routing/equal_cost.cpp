@@ -61,6 +61,27 @@ uint32_t EqualCostTable::distance(fabric::NodeId at, fabric::NodeId target) {
   return dist(index_[at], target, to_neighbours(target));
 }
 
+uint32_t EqualCostTable::route_length(fabric::NodeId src, fabric::NodeId dst,
+                                      std::span<const fabric::NodeId> via) {
+  if (f_.node(src).server == f_.node(dst).server && via.empty()) return 2;  // over NVLink
+  // GPU -> NIC -> first switch, the switch segments, last switch -> NIC -> GPU.
+  uint32_t links = 4;
+  fabric::NodeId at = f_.first_hop_switch(f_.nic_of_gpu(src));
+  auto segment = [&](fabric::NodeId target) {
+    const uint32_t d = distance(at, target);
+    if (d == kUnreachable || links == kUnreachable) {
+      links = kUnreachable;
+    } else {
+      links += d;
+    }
+    at = target;
+  };
+  for (fabric::NodeId w : via)
+    segment(w);
+  segment(f_.first_hop_switch(f_.nic_of_gpu(dst)));
+  return links;
+}
+
 std::span<const fabric::LinkId> EqualCostTable::next_hops(fabric::NodeId at,
                                                           fabric::NodeId target) {
   const uint64_t key = (static_cast<uint64_t>(at) << 32) | target;

@@ -8,7 +8,8 @@
 // from one of t's in-neighbours, so  dist(s, t) = 1 + min_{n in N(t)} dist(s, n),  and the right
 // side is one multi-source breadth-first search (on the reverse graph) from the set N(t). All
 // leaves of a zone share the same spines, so one search serves the whole zone (one per pod in a
-// fat-tree); link failures that change a leaf's neighbour set simply give it its own search.
+// fat-tree); a leaf with a different neighbour set (e.g. after a link failure, once failures are
+// modelled) simply gets its own search.
 // Searches, per-target lookups and next-hop groups are computed lazily and kept.
 #pragma once
 
@@ -32,6 +33,10 @@ class EqualCostTable {
   /// Hop distance between fabric switches (kUnreachable if there is no path).
   uint32_t distance(fabric::NodeId at, fabric::NodeId target);
   bool is_fabric_switch(fabric::NodeId n) const { return index_[n] != fabric::kNone; }
+  /// Links on any shortest route from GPU `src` to GPU `dst` through the waypoints `via` (every
+  /// equal-cost choice has the same length); kUnreachable if a segment has no path.
+  uint32_t route_length(fabric::NodeId src, fabric::NodeId dst,
+                        std::span<const fabric::NodeId> via);
 
   static constexpr uint32_t kUnreachable = 0xFFFF;
 

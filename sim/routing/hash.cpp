@@ -95,7 +95,7 @@ uint32_t murmur3_32(const uint8_t* data, size_t n, uint32_t seed) {
 
 uint32_t header_hash(HashAlgorithm algo, uint32_t seed, const fabric::FlowKey& key,
                      bool with_dst_qpn) {
-  // Fields in wire order, network byte order.
+  // The 5-tuple in its usual order (sip, dip, proto, sport, dport), network byte order.
   uint8_t b[16];
   size_t n = 0;
   auto put32 = [&](uint32_t v) {

@@ -26,7 +26,7 @@ HashAlgorithm parse_hash_algorithm(std::string_view s);
 std::string_view hash_algorithm_name(HashAlgorithm a);
 
 /// Hash of the RoCEv2 header: source IP, destination IP, protocol, UDP source and destination
-/// port (the 5-tuple, in wire order), plus the BTH destination QP when `with_dst_qpn` (E-ECMP).
+/// port (the 5-tuple, in that order), plus the BTH destination QP when `with_dst_qpn` (E-ECMP).
 uint32_t header_hash(HashAlgorithm algo, uint32_t seed, const fabric::FlowKey& key,
                      bool with_dst_qpn);
 

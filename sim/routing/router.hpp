@@ -1,6 +1,6 @@
 // The Router interface: given the two GPUs of a flow and the RoCEv2 header its QP puts on the
-// wire, produce the links the flow crosses. Schemes (ECMP, enhanced ECMP; later path pinning,
-// traffic engineering, flowlets, failures) implement it; the engine calls it once per QP and
+// wire, produce the links the flow crosses. ECMP and enhanced ECMP implement it today; path
+// pinning, traffic engineering and flowlets are meant to. The engine calls it once per QP and
 // caches the result, so a scheme may be as elaborate as it needs to be.
 //
 // A request may carry waypoints ("via"): switches the path must visit in order, e.g. the spine a

@@ -128,7 +128,6 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
 
   engine::SimulationConfig sc;
   sc.seed = run->seed;
-  sc.threads = o.threads;
   sc.source_port = fabric::parse_source_port_policy(routing.choice("source_port"));
   run->sim = std::make_unique<engine::Simulation>(run->fabric, *run->router, *run->network, sc);
 

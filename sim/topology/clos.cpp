@@ -195,7 +195,7 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
                                        .buffer = {leaf_sw.buffer},
                                        .name = fmt::format("{}leaf{}", zone_prefix(z), k)}));
       for (uint32_t s = 0; s < nodes_per_rack; ++s) {
-        const uint32_t idx = add_server(f, server, rack, multi_zone ? z : fabric::kNone);
+        const uint32_t idx = add_server(f, server, rack, z);
         const fabric::Server& srv = f.servers()[idx];
         for (uint32_t n = 0; n < srv.nics; ++n) {
           f.add_cable(srv.first_nic + n, leaves.back(), server.nic_speed, nic_lat);

@@ -11,6 +11,8 @@
 #include "sim/core/quantity.hpp"
 #include "sim/engine/task_graph.hpp"
 #include "sim/fabric/gpu_selection.hpp"
+#include "sim/network/maxmin_solver.hpp"
+#include "sim/routing/equal_cost.hpp"
 
 namespace rocesim::workload {
 namespace {
@@ -81,7 +83,24 @@ void check_flow_endpoints(const ConfigNode& where, fabric::NodeId src, fabric::N
   }
 }
 
-void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskGraph& g) {
+/// Waypoints must leave a route that exists and fits in the links a flow may cross.
+void check_route(routing::EqualCostTable& routes, const ConfigNode& via_node,
+                 const TaskGraph::TransferSpec& spec) {
+  const uint32_t links = routes.route_length(spec.src, spec.dst, spec.via);
+  constexpr size_t kMax = network::MaxMinSolver::kMaxHops;
+  if (links == routing::EqualCostTable::kUnreachable) {
+    throw InputError(via_node.where(), via_node.path(), "waypoints that can be reached in turn",
+                     "a waypoint with no path to the next one");
+  }
+  if (links > kMax) {
+    throw InputError(via_node.where(), via_node.path(),
+                     fmt::format("waypoints that keep the route within {} links", kMax),
+                     fmt::format("a route of {} links", links));
+  }
+}
+
+void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskGraph& g,
+                 routing::EqualCostTable& routes) {
   std::map<std::string, TaskGraph::TaskId> ids;
   std::vector<std::pair<const ConfigNode*, TaskGraph::TaskId>> waits;
   for (const ConfigNode& item : flows.items()) {
@@ -93,7 +112,10 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
     spec.bytes = r.bytes("bytes");
     spec.conn.qps = static_cast<uint32_t>(r.integer("qps"));
     spec.conn.mode = engine::QpMode::Split;
-    if (r.has("via")) spec.via = read_via(r.node("via"), in.fabric);
+    if (r.has("via")) {
+      spec.via = read_via(r.node("via"), in.fabric);
+      check_route(routes, r.node("via"), spec);
+    }
     const TaskGraph::TaskId t = add_flow(g, spec, r.time("start"));
     if (r.has("id")) {
       if (!ids.emplace(r.string("id"), t).second) {
@@ -173,7 +195,7 @@ std::vector<Cell> split(std::string_view line, char sep) {
   }
 }
 
-void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
+void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostTable& routes) {
   const ConfigNode file_node = in.spec.value("file");
   std::filesystem::path path(file_node.value());
   if (path.is_relative()) path = std::filesystem::path(in.base_dir) / path;
@@ -286,6 +308,7 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g) {
         spec.via.push_back(fabric::select_switch(
             ConfigNode::scalar(std::string(name.text), at, "via"), in.fabric));
       }
+      check_route(routes, n, spec);
     }
     if (c_qps >= 0) {
       const ConfigNode n = cell_node(c_qps, "qps");
@@ -308,6 +331,7 @@ const ParamTable kFlowListTable{
     kFlowListParams};
 
 std::unique_ptr<engine::Workload> make_flow_list(const engine::WorkloadInput& in) {
+  routing::EqualCostTable routes(in.fabric);
   const bool inline_flows = in.spec.has("flows");
   if (inline_flows == in.spec.has("file")) {
     in.spec.fail(inline_flows ? "file" : "flows", "exactly one of 'flows' and 'file'",
@@ -315,9 +339,9 @@ std::unique_ptr<engine::Workload> make_flow_list(const engine::WorkloadInput& in
   }
   auto g = std::make_unique<TaskGraph>(in.name, "flows");
   if (inline_flows) {
-    read_inline(in, in.spec.node("flows"), *g);
+    read_inline(in, in.spec.node("flows"), *g, routes);
   } else {
-    read_csv(in, *g);
+    read_csv(in, *g, routes);
   }
   if (g->size() == 0) in.spec.fail(inline_flows ? "flows" : "file", "at least one flow", "none");
   return g;

@@ -93,7 +93,7 @@ fabric::FlowKey sample_key() {
   return k;
 }
 
-TEST(HeaderHash, HashesTheFiveTupleInWireOrder) {
+TEST(HeaderHash, HashesTheFiveTupleInTupleOrder) {
   // Source IP, destination IP, protocol, UDP source port, UDP destination port, big-endian:
   // 13 bytes; E-ECMP appends the 24-bit BTH destination QP: 16 bytes.
   const fabric::FlowKey k = sample_key();

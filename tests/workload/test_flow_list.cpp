@@ -261,6 +261,32 @@ TEST(InlineFlows, NeedsExactlyOneOfFlowsAndFile) {
               HasSubstr("expected at least one flow, found none"));
 }
 
+// ---- waypoints ----
+
+TEST(FlowListErrors, WaypointsThatMakeTheRouteTooLongAreRejected) {
+  // A route may cross at most MaxMinSolver::kMaxHops = 12 links. Bouncing between the two zones
+  // three times through leaves gives 2 (GPU, NIC, first leaf) + 3 x 4 (each leaf-to-leaf leg
+  // crosses spine, aggregation, spine) + 2 (NIC, GPU) = 16 links.
+  const std::string topology = R"(topology:
+  type: clos
+  zones: 2
+  racks: 2
+  nodes_per_rack: 1
+  node: {gpus: 1}
+  leaf: {uplinks: 1}
+  spine: {count: 1}
+  aggregation: {count: 1, uplinks: 1}
+workloads:
+  - type: flows
+    flows:
+      - {src: 0, dst: 3, bytes: 1MB, via: [zone1/leaf0, zone0/leaf1, zone1/leaf1]}
+)";
+  const InputError e = input_error([&] { (void)test::scenario_from_yaml(topology); });
+  EXPECT_EQ(e.key(), "workloads[0].flows[0].via");
+  EXPECT_TRUE(contains(e.what(), "within 12 links")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "a route of 16 links")) << e.what();
+}
+
 // ---- CSV files ----
 
 TEST(CsvFlows, HeaderCommentsBlankLinesAndOptionalColumns) {
