@@ -106,14 +106,7 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
   const routing::PathId p = path_of(qp);
   const network::FlowHandle h =
       net_.start(paths_.links(p), static_cast<double>(bytes), now_, network::kNoRateCap);
-  uint32_t slot;
-  if (!free_running_.empty()) {
-    slot = free_running_.back();
-    free_running_.pop_back();
-  } else {
-    slot = static_cast<uint32_t>(running_.size());
-    running_.emplace_back();
-  }
+  const uint32_t slot = running_.acquire();
   running_[slot] = Running{transfer, qp, next_flow_id_++, bytes, now_, Time::infinity()};
   if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
   slot_of_handle_[h] = slot;
@@ -122,14 +115,7 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
 void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag) {
   ROCESIM_CHECK(bytes.count() > 0, "a transfer moves at least one byte");
   Connection& conn = connections_.at(c);
-  uint32_t slot;
-  if (!free_transfers_.empty()) {
-    slot = free_transfers_.back();
-    free_transfers_.pop_back();
-  } else {
-    slot = static_cast<uint32_t>(transfers_.size());
-    transfers_.emplace_back();
-  }
+  const uint32_t slot = transfers_.acquire();
   // Bytes per QP for this transfer.
   const int64_t total = bytes.count();
   if (conn.qps == 1) {
@@ -207,7 +193,7 @@ void Simulation::dispatch(const Event& e) {
 
 void Simulation::deliver(uint32_t flow) {
   const Running r = running_[flow];
-  free_running_.push_back(flow);
+  running_.release(flow);
   const QpInfo& qi = qps_[r.qp];
   const Connection& c = connections_[qi.connection];
   const Transfer& tr = transfers_[r.transfer];
@@ -225,7 +211,7 @@ void Simulation::deliver(uint32_t flow) {
     o->on_flow_delivered(rec);
   Transfer& t = transfers_[r.transfer];
   if (--t.pending == 0) {
-    free_transfers_.push_back(r.transfer);
+    transfers_.release(r.transfer);
     workloads_[t.workload].workload->on_transfer_done(*this, t.workload, t.tag);
   }
 }

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/slot_pool.hpp"
 #include "sim/core/units.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/workload.hpp"
@@ -197,10 +198,8 @@ class Simulation {
   std::vector<Connection> connections_;
   std::vector<fabric::NodeId> via_;
   std::vector<QpInfo> qps_;
-  std::vector<Transfer> transfers_;
-  std::vector<uint32_t> free_transfers_;
-  std::vector<Running> running_;  // by engine flow slot
-  std::vector<uint32_t> free_running_;
+  SlotPool<Transfer> transfers_;
+  SlotPool<Running> running_;             // by engine flow slot
   std::vector<uint32_t> slot_of_handle_;  // network handle -> engine flow slot
   DeliveryLanes<uint32_t> deliveries_;    // bandwidth phase over, waiting for the last byte
   std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)

@@ -35,14 +35,7 @@ MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity) : links_(link_capa
 MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, double cap) {
   ROCESIM_CHECK(!links.empty() && links.size() <= kMaxHops, "a flow crosses 1 to kMaxHops links");
   ROCESIM_CHECK(cap > 0, "a flow's rate cap must be positive");
-  FlowSlot f;
-  if (!free_.empty()) {
-    f = free_.back();
-    free_.pop_back();
-  } else {
-    f = static_cast<FlowSlot>(flows_.size());
-    flows_.emplace_back();
-  }
+  const FlowSlot f = flows_.acquire();
   Flow& x = flows_[f];
   x.live = true;
   x.cap = cap;
@@ -62,8 +55,8 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
 }
 
 void MaxMinSolver::remove(FlowSlot f) {
-  Flow& x = flows_.at(f);
-  ROCESIM_CHECK(x.live, "removing a flow that is not active");
+  ROCESIM_CHECK(f < flows_.capacity() && flows_[f].live, "removing a flow that is not active");
+  Flow& x = flows_[f];
   x.live = false;
   if (x.rate >= 0) removed_min_rate_ = std::min(removed_min_rate_, x.rate);
   for (uint8_t i = 0; i < x.nhops; ++i) {
@@ -75,7 +68,7 @@ void MaxMinSolver::remove(FlowSlot f) {
     v.pop_back();
     dirty_links_.push_back(l);
   }
-  free_.push_back(f);
+  flows_.release(f);
   --active_;
 }
 

@@ -44,6 +44,8 @@
 #include <span>
 #include <vector>
 
+#include "sim/core/slot_pool.hpp"
+
 namespace rocesim::network {
 
 class MaxMinSolver {
@@ -183,8 +185,7 @@ class MaxMinSolver {
   void fill(const Component& c, Scratch& scratch);
 
   std::vector<LinkState> links_;
-  std::vector<Flow> flows_;
-  std::vector<FlowSlot> free_;
+  SlotPool<Flow> flows_;
   size_t active_ = 0;
 
   // Changes since the last solve.
