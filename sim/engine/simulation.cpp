@@ -103,13 +103,46 @@ routing::PathId Simulation::path_of(QpIndex qp) {
 }
 
 void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
-  const routing::PathId p = path_of(qp);
+  start_running(transfer, qp, path_of(qp), 1, bytes, {}, network::kNoRateCap);
+}
+
+void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
+                               int64_t bytes, std::span<const double> weights, double rate_cap) {
   const network::FlowHandle h =
-      net_.start(paths_.links(p), static_cast<double>(bytes), now_, network::kNoRateCap);
+      net_.start(paths_.links(path), weights, static_cast<double>(bytes), now_, rate_cap);
   const uint32_t slot = running_.acquire();
-  running_[slot] = Running{transfer, qp, next_flow_id_++, bytes, now_, Time::infinity()};
+  running_[slot] =
+      Running{transfer, qp, path, legs, next_flow_id_++, bytes, now_, Time::infinity()};
   if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
   slot_of_handle_[h] = slot;
+}
+
+void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes,
+                          double rate_cap, uint64_t tag) {
+  ROCESIM_CHECK(!legs.empty() && bytes.count() > 0, "a pipeline moves bytes over >= 1 leg");
+  if (link_weight_.empty()) link_weight_.assign(fabric_.link_count(), 0.0);
+  pipe_links_.clear();
+  for (const PipelineLeg& leg : legs) {
+    const Connection& c = connections_.at(leg.connection);
+    const double per_qp = leg.share / c.qps;
+    for (uint32_t q = 0; q < c.qps; ++q) {
+      for (fabric::LinkId l : paths_.links(path_of(c.first_qp + q))) {
+        if (link_weight_[l] == 0) pipe_links_.push_back(l);
+        link_weight_[l] += per_qp;
+      }
+    }
+  }
+  pipe_weights_.clear();
+  for (fabric::LinkId l : pipe_links_) {
+    pipe_weights_.push_back(link_weight_[l]);
+    link_weight_[l] = 0;
+  }
+  const routing::PathId p = paths_.add_weighted(pipe_links_, pipe_weights_, Time::zero());
+  lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
+  const uint32_t slot = transfers_.acquire();
+  transfers_[slot] = Transfer{w, tag, 1};
+  start_running(slot, connections_[legs.front().connection].first_qp, p,
+                static_cast<uint32_t>(legs.size()), bytes.count(), pipe_weights_, rate_cap);
 }
 
 void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag) {
@@ -197,9 +230,17 @@ void Simulation::deliver(uint32_t flow) {
   const QpInfo& qi = qps_[r.qp];
   const Connection& c = connections_[qi.connection];
   const Transfer& tr = transfers_[r.transfer];
-  const FlowRecord rec{
-      r.id,    tr.workload,    c.src,   c.dst,           r.qp,
-      qi.path, Bytes(r.bytes), r.start, r.bandwidth_end, r.bandwidth_end + paths_.latency(qi.path)};
+  const FlowRecord rec{r.id,
+                       tr.workload,
+                       c.src,
+                       c.dst,
+                       r.qp,
+                       r.path,
+                       r.legs,
+                       Bytes(r.bytes),
+                       r.start,
+                       r.bandwidth_end,
+                       r.bandwidth_end + paths_.latency(r.path)};
   ++delivered_;
   WorkloadState& ws = workloads_[rec.workload];
   ++ws.flows;
@@ -246,8 +287,7 @@ void Simulation::run() {
         const uint32_t slot = slot_of_handle_[h];
         Running& r = running_[slot];
         r.bandwidth_end = t;
-        const routing::PathId p = qps_[r.qp].path;
-        deliveries_.push(lane_of_path_[p], t + paths_.latency(p), slot);
+        deliveries_.push(lane_of_path_[r.path], t + paths_.latency(r.path), slot);
         ++events_;
       }
     }

@@ -54,6 +54,12 @@ struct ConnectionSpec {
   int64_t message_bytes = 0;
 };
 
+/// One connection of a pipeline and the share of the pipeline's bytes it carries.
+struct PipelineLeg {
+  ConnectionId connection = 0;
+  double share = 1.0;
+};
+
 struct SimulationConfig {
   uint64_t seed = 1;
   fabric::SourcePortPolicy source_port = fabric::SourcePortPolicy::Linux;
@@ -65,9 +71,10 @@ struct FlowRecord {
   WorkloadId workload = 0;
   fabric::NodeId src = fabric::kNone;  // GPUs
   fabric::NodeId dst = fabric::kNone;
-  QpIndex qp = 0;
+  QpIndex qp = 0;  // for a pipeline: the first QP of its first leg
   routing::PathId path = 0;
-  Bytes bytes{};
+  uint32_t legs = 1;  // connections the flow spans (a pipeline has several)
+  Bytes bytes{};      // per leg
   Time start{};
   Time bandwidth_end{};  // last byte left the sender
   Time delivered{};      // last byte arrived: bandwidth_end + path latency
@@ -134,6 +141,14 @@ class Simulation {
   ConnectionId connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu, const ConnectionSpec& spec,
                        std::span<const fabric::NodeId> via = {});
   void transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag);
+  /// Moves `bytes` over every leg at once, in lockstep, as one fluid flow across the union of
+  /// the legs' links (each leg's bytes spread evenly over its QPs): the network model for a
+  /// pipelined collective channel, whose edges all move the same data and whose throughput is
+  /// that of its slowest edge. `rate_cap` (bytes/s) bounds it, e.g. a credit window over a round
+  /// trip. The transfer is done when its bandwidth phase ends: the workload adds the pipeline's
+  /// latency itself. `via` of the legs' connections is honoured.
+  void pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes, double rate_cap,
+                uint64_t tag);
   void timer(WorkloadId w, Time at, uint64_t tag);
   void finish(WorkloadId w);
 
@@ -171,6 +186,8 @@ class Simulation {
   struct Running {  // a flow from its start to its delivery
     uint32_t transfer;
     QpIndex qp;
+    routing::PathId path;
+    uint32_t legs;
     uint64_t id;
     int64_t bytes;
     Time start;
@@ -179,6 +196,8 @@ class Simulation {
 
   routing::PathId path_of(QpIndex qp);
   void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes);
+  void start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
+                     int64_t bytes, std::span<const double> weights, double rate_cap);
   void start_workload(WorkloadId w);
   void dispatch(const Event& e);
   void deliver(uint32_t flow);
@@ -205,7 +224,10 @@ class Simulation {
   std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)
   std::vector<network::FlowHandle> finished_;
   std::vector<fabric::LinkId> route_scratch_;
-  std::vector<int64_t> qp_bytes_;  // per QP of the connection being posted to
+  std::vector<int64_t> qp_bytes_;    // per QP of the connection being posted to
+  std::vector<double> link_weight_;  // scratch per link while merging a pipeline's legs
+  std::vector<fabric::LinkId> pipe_links_;
+  std::vector<double> pipe_weights_;
   uint64_t next_flow_id_ = 0;
   uint64_t events_ = 0;
   uint64_t delivered_ = 0;

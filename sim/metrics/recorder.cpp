@@ -1,6 +1,7 @@
 #include "sim/metrics/recorder.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace rocesim::metrics {
 
@@ -36,8 +37,13 @@ void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
 void Recorder::finalize() {
   const fabric::Fabric& f = sim_.fabric();
   for (routing::PathId p = 0; p < path_bytes_.size(); ++p) {
-    for (fabric::LinkId l : sim_.paths().links(p))
-      links_[l].bytes += path_bytes_[p];
+    const std::span<const fabric::LinkId> links = sim_.paths().links(p);
+    const std::span<const double> weights = sim_.paths().weights(p);
+    for (size_t i = 0; i < links.size(); ++i) {
+      const double w = weights.empty() ? 1.0 : weights[i];
+      links_[links[i]].bytes +=
+          static_cast<int64_t>(std::llround(w * static_cast<double>(path_bytes_[p])));
+    }
   }
   const double horizon = sim_.end_time().in_seconds();
   for (fabric::LinkId l = 0; l < f.link_count(); ++l) {

@@ -32,10 +32,11 @@ MaxMinNetwork::MaxMinNetwork(const fabric::Fabric& f, int threads) : solver_(cap
   solver_.set_threads(threads);
 }
 
-FlowHandle MaxMinNetwork::start(std::span<const fabric::LinkId> links, double bytes, Time now,
+FlowHandle MaxMinNetwork::start(std::span<const fabric::LinkId> links,
+                                std::span<const double> weights, double bytes, Time now,
                                 double rate_cap) {
   ROCESIM_CHECK(bytes > 0, "a flow moves at least one byte");
-  const FlowHandle f = solver_.add(links, rate_cap);
+  const FlowHandle f = solver_.add(links, rate_cap, weights);
   if (f >= state_.size()) state_.resize(f + 1);
   FlowState& s = state_[f];
   s.remaining = bytes;

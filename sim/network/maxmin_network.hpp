@@ -24,8 +24,8 @@ class MaxMinNetwork final : public NetworkModel {
   explicit MaxMinNetwork(const fabric::Fabric& f, int threads = 1);
 
   std::string_view name() const override { return "maxmin"; }
-  FlowHandle start(std::span<const fabric::LinkId> links, double bytes, Time now,
-                   double rate_cap) override;
+  FlowHandle start(std::span<const fabric::LinkId> links, std::span<const double> weights,
+                   double bytes, Time now, double rate_cap) override;
   Time next_event() override;
   void advance(Time t, std::vector<FlowHandle>& finished) override;
   void commit(Time now) override;

@@ -24,7 +24,8 @@ struct HeapAfter {
 
 }  // namespace
 
-MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity) : links_(link_capacity.size()) {
+MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
+    : links_(link_capacity.size()), extra_weight_(link_capacity.size(), 0.0) {
   for (size_t l = 0; l < links_.size(); ++l) {
     const double c = link_capacity[l];
     ROCESIM_CHECK(c > 0 && std::isfinite(c), "link capacities must be > 0");
@@ -32,22 +33,47 @@ MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity) : links_(link_capa
   }
 }
 
-MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, double cap) {
-  ROCESIM_CHECK(!links.empty() && links.size() <= kMaxHops, "a flow crosses 1 to kMaxHops links");
+MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, double cap,
+                                         std::span<const double> weights) {
+  ROCESIM_CHECK(!links.empty(), "a flow crosses at least one link");
+  ROCESIM_CHECK(weights.empty() || weights.size() == links.size(), "one weight per link");
   ROCESIM_CHECK(cap > 0, "a flow's rate cap must be positive");
+  const bool weighted =
+      std::any_of(weights.begin(), weights.end(), [](double w) { return w != 1; });
   const FlowSlot f = flows_.acquire();
   Flow& x = flows_[f];
-  x.live = true;
   x.cap = cap;
   x.rate = -1;
-  x.nhops = static_cast<uint8_t>(links.size());
-  for (size_t i = 0; i < links.size(); ++i) {
-    const LinkIndex l = links[i];
-    ROCESIM_CHECK(l < links_.size(), "link index out of range");
-    x.hops[i] = l;
-    x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
-    links_[l].flows.push_back({f, static_cast<uint32_t>(i)});
-    dirty_links_.push_back(l);
+  x.nhops = static_cast<uint32_t>(links.size());
+  x.extended = kNone;
+  if (links.size() > kInlineHops || weighted) {
+    x.extended = extended_.acquire();
+    Extended& e = extended_[x.extended];
+    e.hops.assign(links.begin(), links.end());
+    e.pos.assign(links.size(), 0);
+    if (weights.empty()) {
+      e.weight.assign(links.size(), 1.0);
+    } else {
+      e.weight.assign(weights.begin(), weights.end());
+    }
+    for (uint32_t i = 0; i < x.nhops; ++i) {
+      const LinkIndex l = links[i];
+      ROCESIM_CHECK(l < links_.size(), "link index out of range");
+      ROCESIM_CHECK(e.weight[i] > 0 && std::isfinite(e.weight[i]), "weights must be positive");
+      extra_weight_[l] += e.weight[i] - 1;
+      e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
+      links_[l].flows.push_back({f, i});
+      dirty_links_.push_back(l);
+    }
+  } else {
+    for (uint32_t i = 0; i < x.nhops; ++i) {
+      const LinkIndex l = links[i];
+      ROCESIM_CHECK(l < links_.size(), "link index out of range");
+      x.hops[i] = l;
+      x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
+      links_[l].flows.push_back({f, i});
+      dirty_links_.push_back(l);
+    }
   }
   added_.push_back(f);
   ++active_;
@@ -55,18 +81,37 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
 }
 
 void MaxMinSolver::remove(FlowSlot f) {
-  ROCESIM_CHECK(f < flows_.capacity() && flows_[f].live, "removing a flow that is not active");
+  ROCESIM_CHECK(f < flows_.capacity() && flows_[f].nhops > 0, "removing a flow that is not active");
   Flow& x = flows_[f];
-  x.live = false;
   if (x.rate >= 0) removed_min_rate_ = std::min(removed_min_rate_, x.rate);
-  for (uint8_t i = 0; i < x.nhops; ++i) {
-    const LinkIndex l = x.hops[i];
-    FlowList& v = links_[l].flows;
-    const Entry last = v.back();
-    v[x.pos[i]] = last;
-    flows_[last.flow].pos[last.hop] = x.pos[i];
-    v.pop_back();
-    dirty_links_.push_back(l);
+  // Each hop: swap the last entry of the link's list into this flow's place.
+  if (simple(x)) {
+    for (uint32_t i = 0; i < x.nhops; ++i) {
+      const LinkIndex l = x.hops[i];
+      FlowList& v = links_[l].flows;
+      const Entry last = v.back();
+      v[x.pos[i]] = last;
+      pos(flows_[last.flow], last.hop) = x.pos[i];
+      v.pop_back();
+      dirty_links_.push_back(l);
+    }
+  } else {
+    Extended& e = extended_[x.extended];
+    for (uint32_t i = 0; i < x.nhops; ++i) {
+      const LinkIndex l = e.hops[i];
+      FlowList& v = links_[l].flows;
+      extra_weight_[l] = v.size() == 1 ? 0 : extra_weight_[l] - (e.weight[i] - 1);
+      const Entry last = v.back();
+      v[e.pos[i]] = last;
+      pos(flows_[last.flow], last.hop) = e.pos[i];
+      v.pop_back();
+      dirty_links_.push_back(l);
+    }
+  }
+  x.nhops = 0;
+  if (!simple(x)) {
+    extended_.release(x.extended);
+    x.extended = kNone;
   }
   flows_.release(f);
   --active_;
@@ -75,7 +120,8 @@ void MaxMinSolver::remove(FlowSlot f) {
 double MaxMinSolver::load(LinkIndex l) const {
   double sum = 0;
   for (const Entry& e : links_[l].flows) {
-    if (flows_[e.flow].rate > 0) sum += flows_[e.flow].rate;
+    const Flow& x = flows_[e.flow];
+    if (x.rate > 0) sum += x.rate * weight(x, e.hop);
   }
   return sum;
 }
@@ -95,20 +141,23 @@ void MaxMinSolver::explore(double tau) {
     for (size_t head = c.link_begin; head < comp_links_.size(); ++head) {
       const LinkIndex l = comp_links_[head];
       double remaining = links_[l].cap;
+      double unfixed_w = 0;
       uint32_t unfixed = 0;
       for (const Entry& e : links_[l].flows) {
-        const Flow& x = flows_[e.flow];
+        Flow& x = flows_[e.flow];
+        const double w = weight(x, e.hop);
         if (x.rate >= 0 && x.rate < freeze_below) {
-          remaining -= x.rate;  // frozen: keeps its rate
+          remaining -= x.rate * w;  // frozen: keeps its rate
           continue;
         }
         ++unfixed;
-        if (flows_[e.flow].mark == epoch_) continue;
-        flows_[e.flow].mark = epoch_;
-        flows_[e.flow].comp_pos = static_cast<uint32_t>(comp_flows_.size());
+        unfixed_w += w;
+        if (x.mark == epoch_) continue;
+        x.mark = epoch_;
+        x.comp_pos = static_cast<uint32_t>(comp_flows_.size());
         comp_flows_.push_back(e.flow);
-        for (uint8_t i = 0; i < x.nhops; ++i) {
-          const LinkIndex h = x.hops[i];
+        for (uint32_t i = 0; i < x.nhops; ++i) {
+          const LinkIndex h = hop(x, i);
           if (links_[h].mark != epoch_) {
             links_[h].mark = epoch_;
             comp_links_.push_back(h);
@@ -117,6 +166,7 @@ void MaxMinSolver::explore(double tau) {
       }
       links_[l].remaining = std::max(remaining, 0.0);
       links_[l].unfixed = unfixed;
+      links_[l].unfixed_w = unfixed_w;
     }
     c.link_end = static_cast<uint32_t>(comp_links_.size());
     c.flow_end = static_cast<uint32_t>(comp_flows_.size());
@@ -130,9 +180,9 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     const FlowSlot f = comp_flows_[c.flow_begin];
     const Flow& x = flows_[f];
     double r = x.cap;
-    for (uint8_t i = 0; i < x.nhops; ++i)
-      r = std::min(r, links_[x.hops[i]].remaining);
-    comp_rate_[flows_[f].comp_pos] = r;
+    for (uint32_t i = 0; i < x.nhops; ++i)
+      r = std::min(r, links_[hop(x, i)].remaining / weight(x, i));
+    comp_rate_[x.comp_pos] = r;
     return;
   }
   std::vector<HeapEntry>& heap = scratch.heap;
@@ -141,7 +191,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   for (uint32_t i = c.link_begin; i < c.link_end; ++i) {
     const LinkIndex l = comp_links_[i];
     if (links_[l].unfixed == 0) continue;
-    heap.push_back({links_[l].remaining / links_[l].unfixed, l, ++links_[l].version});
+    heap.push_back({links_[l].remaining / links_[l].unfixed_w, l, ++links_[l].version});
   }
   std::make_heap(heap.begin(), heap.end(), HeapAfter{});
   capped.clear();
@@ -155,16 +205,21 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   uint32_t left = c.flow_end - c.flow_begin;
   double level = 0;
   auto fix = [&](FlowSlot f, double r, LinkIndex skip) {
-    comp_rate_[flows_[f].comp_pos] = r;
-    --left;
     const Flow& x = flows_[f];
-    for (uint8_t i = 0; i < x.nhops; ++i) {
-      const LinkIndex h = x.hops[i];
+    comp_rate_[x.comp_pos] = r;
+    --left;
+    for (uint32_t i = 0; i < x.nhops; ++i) {
+      const LinkIndex h = hop(x, i);
       if (h == skip) continue;
-      links_[h].remaining = std::max(links_[h].remaining - r, 0.0);
-      if (--links_[h].unfixed > 0) {
-        heap.push_back({links_[h].remaining / links_[h].unfixed, h, ++links_[h].version});
+      LinkState& ls = links_[h];
+      const double w = weight(x, i);
+      ls.remaining = std::max(ls.remaining - r * w, 0.0);
+      if (--ls.unfixed > 0) {
+        ls.unfixed_w = std::max(ls.unfixed_w - w, 0.0);
+        heap.push_back({ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap, h, ++ls.version});
         std::push_heap(heap.begin(), heap.end(), HeapAfter{});
+      } else {
+        ls.unfixed_w = 0;
       }
     }
   };
@@ -210,19 +265,23 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
   if (incremental_) {
     for (const FlowSlot f : added_) {
       Flow& x = flows_[f];
-      if (!x.live || x.rate >= 0) continue;
+      if (x.nhops == 0 || x.rate >= 0) continue;
       double bound = x.cap;
       bool alone = true;
-      for (uint8_t i = 0; i < x.nhops; ++i) {
-        const size_t n = links_[x.hops[i]].flows.size();
+      for (uint32_t i = 0; i < x.nhops; ++i) {
+        const LinkIndex l = hop(x, i);
+        const size_t n = links_[l].flows.size();
         alone &= n == 1;
-        bound = std::min(bound, links_[x.hops[i]].cap / static_cast<double>(n));
+        // The summed weight of the flows on the link: their number plus the excess of weighted
+        // ones. Alone, that is this flow's own weight.
+        const double total = n == 1 ? weight(x, i) : static_cast<double>(n) + extra_weight_[l];
+        bound = std::min(bound, links_[l].cap / total);
       }
       if (alone) {
         // A new flow that shares no link is a component of its own and its bound is its rate;
         // marking its links keeps the exploration away from them.
-        for (uint8_t i = 0; i < x.nhops; ++i)
-          links_[x.hops[i]].mark = epoch_;
+        for (uint32_t i = 0; i < x.nhops; ++i)
+          links_[hop(x, i)].mark = epoch_;
         x.rate = bound;
         changed.push_back(f);
         ++stats_.components;

@@ -2,19 +2,22 @@
 //
 // The maths
 // ---------
-// Links l have capacities C_l (bytes/s). Flow f crosses the set of links P_f and may have its
-// own rate cap c_f (e.g. a NIC or QP rate limit; +inf when absent). A rate vector r is feasible
-// when, for every link, sum_{f crosses l} r_f <= C_l and r_f <= c_f. It is max-min fair when no
-// flow's rate can be raised without lowering the rate of a flow that has an equal or smaller
+// Links l have capacities C_l (bytes/s). Flow f crosses the set of links P_f, using w_fl > 0 of
+// link l per unit of its rate (w = 1 for an ordinary flow; a pipeline whose edges share a link,
+// or that splits its bytes over several QPs, has other weights), and may have its own rate cap
+// c_f (e.g. a credit window over a round trip; +inf when absent). A rate vector r is feasible
+// when, for every link, sum_{f crosses l} w_fl r_f <= C_l and r_f <= c_f. It is max-min fair when
+// no flow's rate can be raised without lowering the rate of a flow that has an equal or smaller
 // rate; equivalently, every flow has a bottleneck: a saturated link on its path on which it has
 // the largest rate (or its own cap).
 //
 // Progressive filling computes it. Raise a common "water level" lambda for all unfixed flows.
-// Link l saturates when  F_l + n_l * lambda = C_l,  where F_l is the rate already fixed on l and
-// n_l the number of unfixed flows crossing it, i.e. at its fair share  s_l = (C_l - F_l) / n_l.
+// Link l saturates when  F_l + W_l * lambda = C_l,  where F_l is the capacity already taken by
+// fixed flows and W_l the summed weight of the unfixed flows crossing it, i.e. at its fair share
+// s_l = (C_l - F_l) / W_l.
 // Take the link with the smallest share (or the smallest cap), fix its unfixed flows at that
 // level, update F and n of the other links they cross, repeat. Shares only grow as flows are
-// fixed ((R - lambda)/(n - 1) >= R/n when lambda <= R/n), so a heap keyed by share gives
+// fixed ((R - w lambda)/(W - w) >= R/W when lambda <= R/W), so a heap keyed by share gives
 // O(H log L) for H flow-link incidences.
 //
 // Incremental updates
@@ -26,7 +29,8 @@
 //    flow f cannot change any flow whose rate was below r_f: no link on f's path saturated
 //    before level r_f (else f would have been fixed lower), and every other link sees the same
 //    equations until then. Adding flow g likewise cannot change flows below g's new rate, which
-//    is at least  min(c_g, min_{l in P_g} C_l / n_l)  (no link saturates below its equal share).
+//    is at least  min(c_g, min_{l in P_g} C_l / W_l)  (no link saturates below C_l / W_l, its
+//    share when every flow on it is at one level).
 //    So with tau = min(rates of removed flows, these bounds for added flows), flows with rates
 //    below tau keep them ("frozen": their rates are subtracted from the capacities), and the
 //    components are explored only through flows at or above tau. When a collective's equal
@@ -52,15 +56,19 @@ class MaxMinSolver {
  public:
   using FlowSlot = uint32_t;
   using LinkIndex = uint32_t;
-  static constexpr size_t kMaxHops = 12;
+  /// Paths up to this long without weights are stored in the flow itself (the common case);
+  /// longer or weighted paths are stored beside it.
+  static constexpr uint32_t kInlineHops = 12;
   static constexpr double kNoCap = std::numeric_limits<double>::infinity();
 
   /// Capacities in bytes per second, all positive.
   explicit MaxMinSolver(std::vector<double> link_capacity);
 
-  /// Adds a flow over `links` (at most kMaxHops, no repeats) with an optional rate cap. Its rate
-  /// is undefined until the next solve().
-  FlowSlot add(std::span<const LinkIndex> links, double cap = kNoCap);
+  /// Adds a flow over `links` (no link twice) with an optional rate cap. `weights` (empty: all 1)
+  /// gives the capacity each link spends per unit of the flow's rate. The rate is undefined until
+  /// the next solve().
+  FlowSlot add(std::span<const LinkIndex> links, double cap = kNoCap,
+               std::span<const double> weights = {});
   /// Removes a flow; its slot may be reused by a later add().
   void remove(FlowSlot f);
   /// Recomputes the rates that the adds and removes since the last call can have changed, and
@@ -69,11 +77,17 @@ class MaxMinSolver {
   void solve(std::vector<FlowSlot>& changed);
 
   double rate(FlowSlot f) const { return flows_[f].rate; }
-  std::span<const LinkIndex> links(FlowSlot f) const { return {flows_[f].hops, flows_[f].nhops}; }
+  std::span<const LinkIndex> links(FlowSlot f) const {
+    const Flow& x = flows_[f];
+    return simple(x) ? std::span<const LinkIndex>(x.hops, x.nhops)
+                     : std::span<const LinkIndex>(extended_[x.extended].hops);
+  }
+  /// The weight of hop i of a flow.
+  double weight(FlowSlot f, uint32_t i) const { return weight(flows_[f], i); }
   size_t active_flows() const { return active_; }
   size_t link_count() const { return links_.size(); }
   double capacity(LinkIndex l) const { return links_[l].cap; }
-  /// Sum of the current rates of the flows on a link (for checks and utilisation sampling).
+  /// Capacity the flows on a link currently use, sum of w * rate (checks, utilisation).
   double load(LinkIndex l) const;
 
   void set_incremental(bool on) { incremental_ = on; }
@@ -93,19 +107,33 @@ class MaxMinSolver {
   const Stats& stats() const { return stats_; }
 
  private:
+  static constexpr uint32_t kNone = static_cast<uint32_t>(-1);
   // Layouts keep what one step touches together: the first cache line of a flow holds its path,
   // cap and rate; a link's list, capacity and solve state share one line.
   struct alignas(64) Flow {
-    LinkIndex hops[kMaxHops];
+    LinkIndex hops[kInlineHops];  // the path, when `extended` is kNone
     double cap = kNoCap;
-    double rate = -1;        // < 0: added since the last solve
-    uint32_t pos[kMaxHops];  // index of this flow in each hop's list
-    uint8_t nhops = 0;
-    bool live = false;
-    uint32_t mark = 0;      // == epoch_: in a component of this solve
-    uint32_t comp_pos = 0;  // position in comp_flows_ during a solve
+    double rate = -1;           // < 0: added since the last solve
+    uint32_t pos[kInlineHops];  // index of this flow in each hop's list
+    uint32_t nhops = 0;         // 0: not live
+    uint32_t extended = kNone;  // index in extended_ for long or weighted paths
+    uint32_t mark = 0;          // == epoch_: in a component of this solve
+    uint32_t comp_pos = 0;      // position in comp_flows_ during a solve
   };
   static_assert(sizeof(Flow) == 128, "a flow is two cache lines");
+  struct Extended {  // a path that does not fit a Flow
+    std::vector<LinkIndex> hops;
+    std::vector<uint32_t> pos;
+    std::vector<double> weight;
+  };
+  bool simple(const Flow& x) const { return x.extended == kNone; }
+  LinkIndex hop(const Flow& x, uint32_t i) const {
+    return simple(x) ? x.hops[i] : extended_[x.extended].hops[i];
+  }
+  double weight(const Flow& x, uint32_t i) const {
+    return simple(x) ? 1.0 : extended_[x.extended].weight[i];
+  }
+  uint32_t& pos(Flow& x, uint32_t i) { return simple(x) ? x.pos[i] : extended_[x.extended].pos[i]; }
   struct Entry {  // a flow on a link's list, and which of its hops the link is
     FlowSlot flow;
     uint32_t hop;
@@ -169,8 +197,9 @@ class MaxMinSolver {
     FlowList flows;  // live flows only (removal swaps with the last)
     double cap = 0;
     double remaining = 0;  // capacity left for the unfixed flows of a component
+    double unfixed_w = 0;  // their summed weight
     uint32_t mark = 0;     // == epoch_: visited by this solve
-    uint32_t unfixed = 0;  // unfixed flows of the component on the link
+    uint32_t unfixed = 0;  // how many there are
     uint32_t version = 0;  // heap entry version
   };
   struct Component {
@@ -185,7 +214,9 @@ class MaxMinSolver {
   void fill(const Component& c, Scratch& scratch);
 
   std::vector<LinkState> links_;
+  std::vector<double> extra_weight_;  // per link: sum of (w - 1) over the weighted flows on it
   SlotPool<Flow> flows_;
+  SlotPool<Extended> extended_;
   size_t active_ = 0;
 
   // Changes since the last solve.

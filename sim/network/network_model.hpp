@@ -24,9 +24,11 @@ class NetworkModel {
   virtual std::string_view name() const = 0;
 
   /// Starts moving `bytes` over `links` at `now`, capped at `rate_cap` bytes/s (kNoRateCap).
+  /// `weights` (empty: all 1) is what each link carries per byte of the flow: a pipeline whose
+  /// edges share a link, or whose bytes are split over several QPs, has weights other than 1.
   /// Handles are reused after a flow finishes.
-  virtual FlowHandle start(std::span<const fabric::LinkId> links, double bytes, Time now,
-                           double rate_cap) = 0;
+  virtual FlowHandle start(std::span<const fabric::LinkId> links, std::span<const double> weights,
+                           double bytes, Time now, double rate_cap) = 0;
   /// Earliest end of a flow's bandwidth phase, Time::infinity() when nothing is moving.
   virtual Time next_event() = 0;
   /// Moves to `t` (never past next_event()) and replaces `finished` with the flows whose last

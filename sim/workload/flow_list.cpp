@@ -11,7 +11,6 @@
 #include "sim/core/quantity.hpp"
 #include "sim/engine/task_graph.hpp"
 #include "sim/fabric/gpu_selection.hpp"
-#include "sim/network/maxmin_solver.hpp"
 #include "sim/routing/equal_cost.hpp"
 
 namespace rocesim::workload {
@@ -83,19 +82,12 @@ void check_flow_endpoints(const ConfigNode& where, fabric::NodeId src, fabric::N
   }
 }
 
-/// Waypoints must leave a route that exists and fits in the links a flow may cross.
+/// Waypoints must be reachable from one another, in order.
 void check_route(routing::EqualCostTable& routes, const ConfigNode& via_node,
                  const TaskGraph::TransferSpec& spec) {
-  const uint32_t links = routes.route_length(spec.src, spec.dst, spec.via);
-  constexpr size_t kMax = network::MaxMinSolver::kMaxHops;
-  if (links == routing::EqualCostTable::kUnreachable) {
+  if (routes.route_length(spec.src, spec.dst, spec.via) == routing::EqualCostTable::kUnreachable) {
     throw InputError(via_node.where(), via_node.path(), "waypoints that can be reached in turn",
                      "a waypoint with no path to the next one");
-  }
-  if (links > kMax) {
-    throw InputError(via_node.where(), via_node.path(),
-                     fmt::format("waypoints that keep the route within {} links", kMax),
-                     fmt::format("a route of {} links", links));
   }
 }
 

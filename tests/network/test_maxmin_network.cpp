@@ -39,7 +39,7 @@ TEST(MaxMinNetwork, SingleFlowTakesBytesOverBandwidth) {
   // 16 MiB at 400 Gb/s: 16777216 / 50e9 s = 335.54432 us exactly.
   const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
   MaxMinNetwork net(f);
-  net.start(path(f, 0, 1), 16777216.0, Time::zero(), kNoRateCap);
+  net.start(path(f, 0, 1), {}, 16777216.0, Time::zero(), kNoRateCap);
   net.commit(Time::zero());
   EXPECT_EQ(net.next_event(), Time::ps(335'544'320));
   std::vector<FlowHandle> done;
@@ -56,10 +56,10 @@ TEST(MaxMinNetwork, StaggeredFlowsShareThenSpeedUp) {
   MaxMinNetwork net(f);
   const double s = 8e6;
   const Time t1 = transfer_time(s / 2, kRate);
-  const FlowHandle a = net.start(path(f, 0, 1), s, Time::zero(), kNoRateCap);
+  const FlowHandle a = net.start(path(f, 0, 1), {}, s, Time::zero(), kNoRateCap);
   net.commit(Time::zero());
   ASSERT_LT(t1, net.next_event());
-  const FlowHandle b = net.start(path(f, 0, 1), s, t1, kNoRateCap);
+  const FlowHandle b = net.start(path(f, 0, 1), {}, s, t1, kNoRateCap);
   net.commit(t1);
   std::vector<FlowHandle> done;
   const Time end_a = net.next_event();
@@ -77,8 +77,8 @@ TEST(MaxMinNetwork, SimultaneousCompletionsAreOneEvent) {
   // Two equal flows on disjoint paths end at the same picosecond and come out of one advance.
   const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
   MaxMinNetwork net(f);
-  net.start(path(f, 0, 1), 1e6, Time::zero(), kNoRateCap);
-  net.start(path(f, 2, 3), 1e6, Time::zero(), kNoRateCap);
+  net.start(path(f, 0, 1), {}, 1e6, Time::zero(), kNoRateCap);
+  net.start(path(f, 2, 3), {}, 1e6, Time::zero(), kNoRateCap);
   net.commit(Time::zero());
   std::vector<FlowHandle> done;
   net.advance(net.next_event(), done);

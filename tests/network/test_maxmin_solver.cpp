@@ -101,11 +101,61 @@ TEST(MaxMinSolver, UntouchedComponentsAreNotRecomputed) {
   EXPECT_EQ(s.stats().flows_recomputed - before, 1u);
 }
 
+TEST(MaxMinSolver, WeightedFlowsPayForWhatTheyUse) {
+  // One 100 Gb/s link; flow A uses it twice per unit of rate (weight 2, e.g. two edges of one
+  // ring channel on the link), B once. Max-min on rates: both at level x with 2x + x = 100, so
+  // x = 33.3 Gb/s each; A takes 66.7 Gb/s of the link.
+  MaxMinSolver s({100 * kGbps});
+  const MaxMinSolver::LinkIndex l[] = {0};
+  const double two[] = {2.0};
+  const Slot a = s.add(l, MaxMinSolver::kNoCap, two), b = s.add(l);
+  solve(s);
+  EXPECT_NEAR(s.rate(a), 100 * kGbps / 3, 1e-3);
+  EXPECT_NEAR(s.rate(b), 100 * kGbps / 3, 1e-3);
+  EXPECT_NEAR(s.load(0), 100 * kGbps, 1e-3);
+}
+
+TEST(MaxMinSolver, FractionalWeightsSplitAFlowOverParallelPaths) {
+  // A flow split evenly over two parallel 100 Gb/s links (weight 1/2 on each, as a connection
+  // with two QPs hashed onto different uplinks) and a plain flow on the first link. At level x
+  // the first link carries x/2 + x = 100: x = 66.7 Gb/s for both; the second link then has
+  // 100 - 33.3 left over, which nobody can use (the split is fixed).
+  MaxMinSolver s({100 * kGbps, 100 * kGbps});
+  const MaxMinSolver::LinkIndex both[] = {0, 1}, first[] = {0};
+  const double halves[] = {0.5, 0.5};
+  const Slot split = s.add(both, MaxMinSolver::kNoCap, halves), plain = s.add(first);
+  solve(s);
+  EXPECT_NEAR(s.rate(split), 200 * kGbps / 3, 1e-3);
+  EXPECT_NEAR(s.rate(plain), 200 * kGbps / 3, 1e-3);
+}
+
+TEST(MaxMinSolver, LongPathsAreBottleneckedByTheirNarrowestLink) {
+  // 40 links in a row, one of them at 10 Gb/s: a flow over all of them gets 10 Gb/s; a second
+  // flow over the last 20 links (not the slow one) shares them and gets the rest of 100 Gb/s.
+  std::vector<double> cap(40, 100 * kGbps);
+  cap[7] = 10 * kGbps;
+  MaxMinSolver s(cap);
+  std::vector<MaxMinSolver::LinkIndex> all, tail;
+  for (MaxMinSolver::LinkIndex l = 0; l < 40; ++l) {
+    all.push_back(l);
+    if (l >= 20) tail.push_back(l);
+  }
+  const Slot lng = s.add(all), shrt = s.add(tail);
+  solve(s);
+  EXPECT_NEAR(s.rate(lng), 10 * kGbps, 1e-3);
+  EXPECT_NEAR(s.rate(shrt), 90 * kGbps, 1e-3);
+  EXPECT_EQ(s.links(lng).size(), 40u);
+  s.remove(lng);
+  solve(s);
+  EXPECT_NEAR(s.rate(shrt), 100 * kGbps, 1e-3);
+}
+
 // ---- random instances ----
 
 struct Instance {
   std::vector<double> cap;
   std::vector<std::vector<MaxMinSolver::LinkIndex>> paths;
+  std::vector<std::vector<double>> weights;  // empty: all 1
   std::vector<double> caps;
 };
 
@@ -115,12 +165,20 @@ Instance random_instance(RandomStream& rng, size_t links, size_t flows) {
     in.cap.push_back((1 + static_cast<double>(rng.below(8))) * 50 * kGbps);
   for (size_t f = 0; f < flows; ++f) {
     std::vector<MaxMinSolver::LinkIndex> p;
-    const size_t hops = 1 + rng.below(5);
+    // Mostly short paths; some longer than a flow stores inline.
+    const size_t hops =
+        rng.below(8) == 0 ? 13 + rng.below(std::min<size_t>(links - 13, 10)) : 1 + rng.below(5);
     while (p.size() < hops) {
       const auto l = static_cast<MaxMinSolver::LinkIndex>(rng.below(links));
       if (std::find(p.begin(), p.end(), l) == p.end()) p.push_back(l);
     }
     in.paths.push_back(p);
+    std::vector<double> w;
+    if (rng.below(4) == 0) {
+      for (size_t i = 0; i < p.size(); ++i)
+        w.push_back(0.25 * static_cast<double>(1 + rng.below(8)));
+    }
+    in.weights.push_back(w);
     in.caps.push_back(rng.below(6) == 0 ? (1 + static_cast<double>(rng.below(100))) * kGbps
                                         : MaxMinSolver::kNoCap);
   }
@@ -128,16 +186,18 @@ Instance random_instance(RandomStream& rng, size_t links, size_t flows) {
 }
 
 /// Checks the definition of max-min fairness directly, independently of how the rates were
-/// computed: the rates are feasible, and every flow has a bottleneck, i.e. its own cap binds or
-/// some link on its path is saturated and no flow on that link has a larger rate. (A rate vector
-/// with these two properties is the unique max-min fair allocation.)
+/// computed: the rates are feasible (sum of weight x rate within every capacity), and every flow
+/// has a bottleneck, i.e. its own cap binds or some link on its path is saturated and no flow on
+/// that link has a larger rate. (A rate vector with these two properties is the unique max-min
+/// fair allocation, with weights as with plain flows: Bertsekas and Gallager, Data Networks 6.5.)
 void expect_max_min_fair(const MaxMinSolver& s, const std::vector<Slot>& live,
                          const std::vector<double>& caps) {
   std::vector<double> load(s.link_count(), 0), max_rate(s.link_count(), 0);
   for (Slot f : live) {
-    for (auto l : s.links(f)) {
-      load[l] += s.rate(f);
-      max_rate[l] = std::max(max_rate[l], s.rate(f));
+    const auto links = s.links(f);
+    for (uint32_t i = 0; i < links.size(); ++i) {
+      load[links[i]] += s.rate(f) * s.weight(f, i);
+      max_rate[links[i]] = std::max(max_rate[links[i]], s.rate(f));
     }
   }
   for (MaxMinSolver::LinkIndex l = 0; l < load.size(); ++l) {
@@ -161,7 +221,7 @@ TEST(MaxMinSolver, RandomInstancesAreMaxMinFair) {
     MaxMinSolver s(in.cap);
     std::vector<Slot> live;
     for (size_t f = 0; f < in.paths.size(); ++f)
-      live.push_back(s.add(in.paths[f], in.caps[f]));
+      live.push_back(s.add(in.paths[f], in.caps[f], in.weights[f]));
     solve(s);
     expect_max_min_fair(s, live, in.caps);
   }
@@ -186,8 +246,8 @@ TEST(MaxMinSolver, IncrementalAgreesWithFullRecomputation) {
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
       }
       for (size_t i = 0; i < adds && next < in.paths.size(); ++i, ++next) {
-        live.emplace_back(inc.add(in.paths[next], in.caps[next]),
-                          full.add(in.paths[next], in.caps[next]));
+        live.emplace_back(inc.add(in.paths[next], in.caps[next], in.weights[next]),
+                          full.add(in.paths[next], in.caps[next], in.weights[next]));
       }
       solve(inc);
       solve(full);
