@@ -65,15 +65,18 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
                spec.mode,
                spec.message_bytes,
                static_cast<uint32_t>(via_.size()),
-               0};
+               0,
+               spec.relay == src_gpu ? fabric::kNone : spec.relay};
+  ROCESIM_CHECK(c.relay == fabric::kNone || fabric_.node(c.relay).server == s.server,
+                "a relay GPU must be on the sender's server");
   via_.insert(via_.end(), via.begin(), via.end());
   c.via_end = static_cast<uint32_t>(via_.size());
-  const bool nvlink = s.server == d.server && via.empty();
+  const bool nvlink = s.server == d.server && via.empty() && c.relay == fabric::kNone;
   if (nvlink) {
     c.qps = 1;  // one NVLink channel; QPs are a NIC concept
     qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone});
   } else {
-    const fabric::NodeId src_nic = fabric_.nic_of_gpu(src_gpu);
+    const fabric::NodeId src_nic = fabric_.nic_of_gpu(c.relay == fabric::kNone ? src_gpu : c.relay);
     const fabric::NodeId dst_nic = fabric_.nic_of_gpu(dst_gpu);
     for (uint32_t q = 0; q < qps; ++q) {
       const fabric::QpAllocator::Qp qp = qp_alloc_.open(src_nic, dst_nic);
@@ -93,6 +96,7 @@ routing::PathId Simulation::path_of(QpIndex qp) {
     req.dst = c.dst;
     req.key = info.key;
     req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
+    req.relay = c.relay;
     router_.route(req, route_scratch_);
     info.path = paths_.add(fabric_, route_scratch_);
     lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));

@@ -52,6 +52,9 @@ struct ConnectionSpec {
   /// Transfers are cut into messages of this size (the last one shorter); 0 = one message per
   /// transfer. NCCL posts one RDMA write per buffer step (512 KiB with Simple's 4 MiB buffer).
   int64_t message_bytes = 0;
+  /// Send through this GPU's NIC (a GPU of the sender's server, reached over NVLink: NCCL's PXN)
+  /// rather than the sender's own; kNone: the sender's own NIC.
+  fabric::NodeId relay = fabric::kNone;
 };
 
 /// One connection of a pipeline and the share of the pipeline's bytes it carries.
@@ -177,6 +180,7 @@ class Simulation {
     QpMode mode;
     int64_t message_bytes;
     uint32_t via_begin, via_end;
+    fabric::NodeId relay;
   };
   struct Transfer {
     WorkloadId workload;

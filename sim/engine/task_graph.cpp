@@ -42,7 +42,7 @@ void TaskGraph::start(Simulation& sim, WorkloadId id) {
     bool operator==(const Key& o) const {
       return t->src == o.t->src && t->dst == o.t->dst && t->conn.qps == o.t->conn.qps &&
              t->conn.mode == o.t->conn.mode && t->conn.message_bytes == o.t->conn.message_bytes &&
-             t->via == o.t->via;
+             t->conn.relay == o.t->conn.relay && t->via == o.t->via;
     }
   };
   struct KeyHash {
@@ -50,6 +50,7 @@ void TaskGraph::start(Simulation& sim, WorkloadId id) {
       uint64_t h = (static_cast<uint64_t>(k.t->src) << 32) ^ k.t->dst;
       h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.qps ^ (static_cast<uint64_t>(k.t->conn.mode) << 8);
       h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.t->conn.message_bytes);
+      h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.relay;
       for (fabric::NodeId v : k.t->via)
         h = h * 0x9E3779B97F4A7C15ull ^ v;
       return static_cast<size_t>(h ^ (h >> 29));

@@ -25,6 +25,9 @@ struct RouteRequest {
   fabric::NodeId dst = fabric::kNone;  // receiving GPU
   fabric::FlowKey key;                 // header seen by the switches (inter-server flows)
   std::span<const fabric::NodeId> via;
+  /// A GPU of the sender's server whose NIC sends instead of the sender's own (NCCL's PXN: the
+  /// data crosses NVLink to the relay first); kNone for the sender's own NIC.
+  fabric::NodeId relay = fabric::kNone;
 };
 
 class Router {
@@ -69,15 +72,23 @@ void FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   const fabric::Node& s = f_.node(req.src);
   const fabric::Node& d = f_.node(req.dst);
   ROCESIM_CHECK(req.src != req.dst, "a flow needs two different GPUs");
-  if (s.server == d.server && req.via.empty()) {
+  if (s.server == d.server && req.via.empty() && req.relay == fabric::kNone) {
     const fabric::NodeId nvs = f_.servers()[s.server].nvswitch;
     out.push_back(link_between(req.src, nvs));
     out.push_back(link_between(nvs, req.dst));
     return;
   }
-  const fabric::NodeId src_nic = f_.nic_of_gpu(req.src);
+  fabric::NodeId sender = req.src;
+  if (req.relay != fabric::kNone && req.relay != req.src) {
+    ROCESIM_CHECK(f_.node(req.relay).server == s.server, "a relay GPU is on the sender's server");
+    const fabric::NodeId nvs = f_.servers()[s.server].nvswitch;
+    out.push_back(link_between(req.src, nvs));
+    out.push_back(link_between(nvs, req.relay));
+    sender = req.relay;
+  }
+  const fabric::NodeId src_nic = f_.nic_of_gpu(sender);
   const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst);
-  out.push_back(link_between(req.src, src_nic));
+  out.push_back(link_between(sender, src_nic));
   fabric::NodeId at = f_.first_hop_switch(src_nic);
   out.push_back(link_between(src_nic, at));
   const fabric::NodeId last = f_.first_hop_switch(dst_nic);
