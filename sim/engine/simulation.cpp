@@ -106,8 +106,12 @@ routing::PathId Simulation::path_of(QpIndex qp) {
   return info.path;
 }
 
-void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes) {
-  start_running(transfer, qp, path_of(qp), 1, bytes, {}, network::kNoRateCap);
+void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap) {
+  start_running(transfer, qp, path_of(qp), 1, bytes, {}, rate_cap);
+}
+
+Time Simulation::connection_latency(ConnectionId c) {
+  return paths_.latency(path_of(connections_.at(c).first_qp));
 }
 
 void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
@@ -149,7 +153,8 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
                 static_cast<uint32_t>(legs.size()), bytes.count(), pipe_weights_, rate_cap);
 }
 
-void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag) {
+void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag,
+                          double rate_cap) {
   ROCESIM_CHECK(bytes.count() > 0, "a transfer moves at least one byte");
   Connection& conn = connections_.at(c);
   const uint32_t slot = transfers_.acquire();
@@ -157,7 +162,7 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
   const int64_t total = bytes.count();
   if (conn.qps == 1) {
     transfers_[slot] = Transfer{w, tag, 1};
-    start_flow(slot, conn.first_qp, total);
+    start_flow(slot, conn.first_qp, total, rate_cap);
     return;
   }
   qp_bytes_.assign(conn.qps, 0);
@@ -187,7 +192,7 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
     used += b > 0 ? 1 : 0;
   transfers_[slot] = Transfer{w, tag, used};
   for (uint32_t q = 0; q < conn.qps; ++q) {
-    if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q]);
+    if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q], rate_cap);
   }
 }
 

@@ -143,7 +143,12 @@ class Simulation {
   uint64_t seed() const { return config_.seed; }
   ConnectionId connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu, const ConnectionSpec& spec,
                        std::span<const fabric::NodeId> via = {});
-  void transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag);
+  /// Posts `bytes` on a connection; each of its flows is capped at `rate_cap` bytes/s (e.g. a
+  /// credit window over a round trip).
+  void transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag,
+                double rate_cap = network::kNoRateCap);
+  /// First-byte latency of a connection's path (of its first QP; routes it if need be).
+  Time connection_latency(ConnectionId c);
   /// Moves `bytes` over every leg at once, in lockstep, as one fluid flow across the union of
   /// the legs' links (each leg's bytes spread evenly over its QPs): the network model for a
   /// pipelined collective channel, whose edges all move the same data and whose throughput is
@@ -199,7 +204,7 @@ class Simulation {
   };
 
   routing::PathId path_of(QpIndex qp);
-  void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes);
+  void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap);
   void start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
                      int64_t bytes, std::span<const double> weights, double rate_cap);
   void start_workload(WorkloadId w);

@@ -21,7 +21,11 @@ using WorkloadId = uint32_t;
 /// Named figures a workload reports for the summary and results.h5 (e.g. "busbw_GBps").
 struct WorkloadFigures {
   std::vector<std::pair<std::string, double>> values;
+  std::vector<std::pair<std::string, std::string>> notes;  // e.g. the algorithm NCCL ran
   void add(std::string name, double v) { values.emplace_back(std::move(name), v); }
+  void note(std::string name, std::string text) {
+    notes.emplace_back(std::move(name), std::move(text));
+  }
 };
 
 class Workload {

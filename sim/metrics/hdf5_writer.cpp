@@ -156,7 +156,7 @@ struct LinkRow {
 };
 struct FlowRow {
   uint64_t id;
-  uint32_t workload, src_rank, dst_rank, qp, path;
+  uint32_t workload, src_rank, dst_rank, qp, path, legs;
   int64_t bytes, start_ps, bandwidth_end_ps, delivered_ps;
   double fct_s;
 };
@@ -178,6 +178,11 @@ struct FigureRow {
   uint32_t workload;
   char name[kName];
   double value;
+};
+struct NoteRow {
+  uint32_t workload;
+  char name[kName];
+  char text[kName];
 };
 struct TierRow {
   char link_class[kName];
@@ -275,6 +280,7 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     FIELD(t, FlowRow, dst_rank, H5T_NATIVE_UINT32);
     FIELD(t, FlowRow, qp, H5T_NATIVE_UINT32);
     FIELD(t, FlowRow, path, H5T_NATIVE_UINT32);
+    FIELD(t, FlowRow, legs, H5T_NATIVE_UINT32);
     FIELD(t, FlowRow, bytes, H5T_NATIVE_INT64);
     FIELD(t, FlowRow, start_ps, H5T_NATIVE_INT64);
     FIELD(t, FlowRow, bandwidth_end_ps, H5T_NATIVE_INT64);
@@ -288,6 +294,7 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
                   f.rank_of(fr.dst),
                   fr.qp,
                   fr.path,
+                  fr.legs,
                   fr.bytes.count(),
                   fr.start.count_ps(),
                   fr.bandwidth_end.count_ps(),
@@ -326,19 +333,25 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     std::vector<uint32_t> links;
     std::vector<uint64_t> offsets{0};
     std::vector<int64_t> latency;
+    std::vector<double> weights;
     for (routing::PathId p = 0; p < paths.size(); ++p) {
-      for (fabric::LinkId l : paths.links(p))
-        links.push_back(l);
+      const std::span<const double> w = paths.weights(p);
+      for (size_t i = 0; i < paths.links(p).size(); ++i) {
+        links.push_back(paths.links(p)[i]);
+        weights.push_back(w.empty() ? 1.0 : w[i]);
+      }
       offsets.push_back(links.size());
       latency.push_back(paths.latency(p).count_ps());
     }
     write_table(out, g, "links", H5T_NATIVE_UINT32, links.data(), links.size());
     write_table(out, g, "offsets", H5T_NATIVE_UINT64, offsets.data(), offsets.size());
     write_table(out, g, "latency_ps", H5T_NATIVE_INT64, latency.data(), latency.size());
+    write_table(out, g, "weights", H5T_NATIVE_DOUBLE, weights.data(), weights.size());
   }
   {
     std::vector<WorkloadRow> rows;
     std::vector<FigureRow> figures;
+    std::vector<NoteRow> notes;
     for (size_t i = 0; i < rec.workloads().size(); ++i) {
       const WorkloadResult& w = rec.workloads()[i];
       WorkloadRow r{};
@@ -361,6 +374,13 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
         fr.value = value;
         figures.push_back(fr);
       }
+      for (const auto& [name, text] : w.figures.notes) {
+        NoteRow nr{};
+        nr.workload = r.id;
+        copy_name(nr.name, name);
+        copy_name(nr.text, text);
+        notes.push_back(nr);
+      }
     }
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(WorkloadRow)), H5Tclose);
     FIELD(t, WorkloadRow, id, H5T_NATIVE_UINT32);
@@ -381,6 +401,12 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     FIELD(ft, FigureRow, name, name_t);
     FIELD(ft, FigureRow, value, H5T_NATIVE_DOUBLE);
     write_table(out, file, "workload_figures", ft, figures.data(), figures.size());
+
+    Handle nt(H5Tcreate(H5T_COMPOUND, sizeof(NoteRow)), H5Tclose);
+    FIELD(nt, NoteRow, workload, H5T_NATIVE_UINT32);
+    FIELD(nt, NoteRow, name, name_t);
+    FIELD(nt, NoteRow, text, name_t);
+    write_table(out, file, "workload_notes", nt, notes.data(), notes.size());
   }
   {
     std::vector<TierRow> rows;

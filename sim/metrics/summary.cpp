@@ -29,6 +29,9 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
     for (const auto& [name, value] : w.figures.values) {
       out += fmt::format("{:<20}   {} = {:.6g}\n", "", name, value);
     }
+    for (const auto& [name, text] : w.figures.notes) {
+      out += fmt::format("{:<20}   {} = {}\n", "", name, text);
+    }
   }
 
   out += fmt::format("\n{:<24} {:>8} {:>10} {:>10} {:>10} {:>8} {:>7}\n", "link tier", "links",

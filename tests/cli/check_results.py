@@ -27,7 +27,8 @@ TABLES = {
               ("capacity_bps", "i", 8), ("latency_ps", "i", 8), ("bytes", "i", 8),
               ("utilization", "f", 8), ("qps", "u", 4)],
     "flows": [("id", "u", 8), ("workload", "u", 4), ("src_rank", "u", 4), ("dst_rank", "u", 4),
-              ("qp", "u", 4), ("path", "u", 4), ("bytes", "i", 8), ("start_ps", "i", 8),
+              ("qp", "u", 4), ("path", "u", 4), ("legs", "u", 4), ("bytes", "i", 8),
+              ("start_ps", "i", 8),
               ("bandwidth_end_ps", "i", 8), ("delivered_ps", "i", 8), ("fct_s", "f", 8)],
     "qps": [("qp", "u", 4), ("src_rank", "u", 4), ("dst_rank", "u", 4), ("src_ip", "u", 4),
             ("dst_ip", "u", 4), ("src_port", "u", 2), ("dst_port", "u", 2), ("dst_qpn", "u", 4),
@@ -37,6 +38,7 @@ TABLES = {
                   ("bytes", "i", 8), ("throughput_gbps", "f", 8), ("mean_fct_s", "f", 8),
                   ("max_fct_s", "f", 8)],
     "workload_figures": [("workload", "u", 4), ("name", "S", 48), ("value", "f", 8)],
+    "workload_notes": [("workload", "u", 4), ("name", "S", 48), ("text", "S", 48)],
     "tiers": [("link_class", "S", 48), ("links", "u", 8), ("capacity_bps", "f", 8),
               ("mean_utilization", "f", 8), ("max_utilization", "f", 8), ("mean_qps", "f", 8),
               ("max_qps", "u", 4), ("mmr", "f", 8)],
@@ -46,6 +48,7 @@ ARRAYS = {  # plain 1-D datasets
     "paths/links": ("u", 4),
     "paths/offsets": ("u", 8),
     "paths/latency_ps": ("i", 8),
+    "paths/weights": ("f", 8),
 }
 META_STRINGS = ["version", "scenario_name", "scenario_file", "scenario", "fabric"]
 META_NUMBERS = {"seed": "u", "end_ps": "i", "events": "u", "flows_total": "u",
@@ -261,9 +264,14 @@ def check_values(f, c):
                 c.check(mine["start_ps"].min() >= workloads["start_ps"][w] and
                         mine["delivered_ps"].max() <= workloads["end_ps"][w],
                         f"workload {w}: a flow runs outside the workload's time")
-        hops = np.diff(offsets.astype(np.int64))[flows["path"]]
-        c.check(int(links["bytes"].sum()) == int(np.dot(flows["bytes"], hops)),
-                "link bytes are not the flow bytes summed over their paths")
+        # Every flow's bytes land on each link of its path times the link's weight (1 on plain
+        # paths; a pipeline spreads its bytes over many links).
+        weights = f["paths/weights"][:]
+        per_path = np.array([weights[offsets[p]:offsets[p + 1]].sum()
+                             for p in range(len(offsets) - 1)])
+        expected = float(np.dot(flows["bytes"].astype(np.float64), per_path[flows["path"]]))
+        c.check(abs(int(links["bytes"].sum()) - expected) <= 0.5 * len(links) + 1e-9 * expected,
+                "link bytes are not the flow bytes summed over their (weighted) paths")
     c.check(np.all(figures["workload"] < len(workloads)), "a figure's workload does not exist")
     c.check(np.all(np.isfinite(figures["value"])), "a workload figure is not finite")
 

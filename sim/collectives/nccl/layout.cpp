@@ -1,0 +1,180 @@
+#include "sim/collectives/nccl/layout.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "sim/core/error.hpp"
+
+namespace rocesim::collectives::nccl {
+
+BtreeLinks btree(int n, int rank) {
+  // The lowest set bit of the rank decides its level: rank r with lowest bit b has parent
+  // (r ^ b) | (b << 1) (or r ^ b past the end) and children r -/+ b/2. Rank 0 is the root and
+  // has a single child, the largest power of two below n.
+  BtreeLinks l;
+  int bit = 1;
+  while (bit < n && !(bit & rank)) bit <<= 1;
+  if (rank == 0) {
+    l.child1 = n > 1 ? bit >> 1 : -1;
+    return l;
+  }
+  int up = (rank ^ bit) | (bit << 1);
+  if (up >= n) up = rank ^ bit;
+  l.parent = up;
+  int low = bit >> 1;
+  l.child0 = low == 0 ? -1 : rank - low;
+  int down1 = low == 0 ? -1 : rank + low;
+  while (down1 >= n) {
+    low >>= 1;
+    down1 = low == 0 ? -1 : rank + low;
+  }
+  l.child1 = down1;
+  return l;
+}
+
+BtreeLinks dtree(int n, int rank, int t) {
+  if (t == 0) return btree(n, rank);
+  BtreeLinks l;
+  if (n % 2 == 1) {  // shift by one
+    const BtreeLinks s = btree(n, (rank - 1 + n) % n);
+    auto back = [&](int x) { return x == -1 ? -1 : (x + 1) % n; };
+    l = {back(s.parent), back(s.child0), back(s.child1)};
+  } else {  // mirror
+    const BtreeLinks s = btree(n, n - 1 - rank);
+    auto back = [&](int x) { return x == -1 ? -1 : n - 1 - x; };
+    l = {back(s.parent), back(s.child0), back(s.child1)};
+  }
+  return l;
+}
+
+Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks)
+    : f_(f), ranks_(std::move(ranks)) {
+  ROCESIM_CHECK(!ranks_.empty(), "a communicator has at least one rank");
+  std::map<uint32_t, size_t> node_of_server;
+  for (fabric::NodeId g : ranks_) {
+    const uint32_t server = f.node(g).server;
+    auto [it, fresh] = node_of_server.emplace(server, nodes_.size());
+    if (fresh) nodes_.emplace_back();
+    nodes_[it->second].push_back(g);
+  }
+  for (const auto& n : nodes_) ppn_ = std::max(ppn_, static_cast<int>(n.size()));
+  nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
+}
+
+int Communicator::rail_of(fabric::NodeId gpu) const {
+  return static_cast<int>(f_.node(f_.nic_of_gpu(gpu)).local);
+}
+
+fabric::NodeId Communicator::rail_gpu(int node, int rail) const {
+  for (fabric::NodeId g : nodes_[node]) {
+    if (rail_of(g) == rail) return g;
+  }
+  return nodes_[node].front();
+}
+
+std::vector<fabric::NodeId> Communicator::node_order(int node, int rail) const {
+  const std::vector<fabric::NodeId>& g = nodes_[node];
+  const auto start = std::find(g.begin(), g.end(), rail_gpu(node, rail));
+  std::vector<fabric::NodeId> out(start, g.end());
+  out.insert(out.end(), g.begin(), start);
+  return out;
+}
+
+std::vector<fabric::NodeId> Communicator::ring_order(int channel) const {
+  if (nnodes() == 1) return ranks_;
+  const int rail = channel % nics_;
+  std::vector<fabric::NodeId> out;
+  out.reserve(ranks_.size());
+  for (int k = 0; k < nnodes(); ++k) {
+    const std::vector<fabric::NodeId> o = node_order(k, rail);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
+Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const {
+  Edge e{a, b, fabric::kNone, f_.node(a).server != f_.node(b).server};
+  if (e.network && pxn) {
+    // PXN: cross NVLink to the GPU of the sender's node on the receiver's rail; its NIC sends.
+    const size_t node = static_cast<size_t>(
+        std::find_if(nodes_.begin(), nodes_.end(),
+                     [&](const auto& n) { return f_.node(n.front()).server == f_.node(a).server; }) -
+        nodes_.begin());
+    const fabric::NodeId relay = rail_gpu(static_cast<int>(node), rail_of(b));
+    if (relay != a && rail_of(relay) == rail_of(b)) e.relay = relay;
+  }
+  return e;
+}
+
+std::vector<Edge> Communicator::ring(int channel, bool pxn) const {
+  const std::vector<fabric::NodeId> order = ring_order(channel);
+  std::vector<Edge> out;
+  if (order.size() < 2) return out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    out.push_back(edge(order[i], order[(i + 1) % order.size()], pxn));
+  }
+  return out;
+}
+
+std::vector<Edge> Communicator::chain(int channel, fabric::NodeId root, bool to_root,
+                                      bool pxn) const {
+  const std::vector<fabric::NodeId> order = ring_order(channel);
+  const size_t n = order.size();
+  const size_t r = static_cast<size_t>(std::find(order.begin(), order.end(), root) - order.begin());
+  ROCESIM_CHECK(r < n, "the root is a rank of the communicator");
+  std::vector<Edge> out;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (to_root) {
+      // Reduce: from the rank after the root around to the root.
+      out.push_back(edge(order[(r + 1 + i) % n], order[(r + 2 + i) % n], pxn));
+    } else {
+      out.push_back(edge(order[(r + i) % n], order[(r + i + 1) % n], pxn));
+    }
+  }
+  return out;
+}
+
+std::vector<fabric::NodeId> Communicator::leaders(int channel) const {
+  std::vector<fabric::NodeId> out;
+  for (int k = 0; k < nnodes(); ++k) out.push_back(rail_gpu(k, channel % nics_));
+  return out;
+}
+
+Communicator::Tree Communicator::collnet_chains(int channel) const {
+  Tree t;
+  const int rail = channel % nics_;
+  for (int k = 0; k < nnodes(); ++k) {
+    const std::vector<fabric::NodeId> o = node_order(k, rail);
+    for (size_t i = o.size(); i-- > 1;) {
+      t.up.push_back(edge(o[i], o[i - 1], false));
+      t.down.push_back(edge(o[i - 1], o[i], false));
+    }
+    t.intra = std::max(t.intra, static_cast<int>(o.size()) - 1);
+  }
+  return t;
+}
+
+Communicator::Tree Communicator::tree(int channel) const {
+  Tree t = collnet_chains(channel);
+  const int n = nnodes();
+  const std::vector<fabric::NodeId> lead = leaders(channel);
+  std::vector<int> depth(n, 0);
+  // Parents first: depth of k = depth of its parent + 1 (walk up; the tree has no cycles).
+  for (int k = 0; k < n; ++k) {
+    int d = 0;
+    for (int x = k; dtree(n, x, channel % 2).parent != -1; x = dtree(n, x, channel % 2).parent) {
+      ++d;
+      ROCESIM_CHECK(d <= n, "the double binary tree has a cycle");
+    }
+    depth[k] = d;
+    const int parent = dtree(n, k, channel % 2).parent;
+    if (parent != -1) {
+      t.up.push_back(edge(lead[k], lead[parent], false));
+      t.down.push_back(edge(lead[parent], lead[k], false));
+    }
+  }
+  t.depth = n > 0 ? *std::max_element(depth.begin(), depth.end()) : 0;
+  return t;
+}
+
+}  // namespace rocesim::collectives::nccl

@@ -1,0 +1,97 @@
+// How NCCL lays a communicator out on the hardware, channel by channel.
+//
+// Ranks are grouped by server (a "node" in NCCL's words) in the order they appear. NIC r of
+// every server is on "rail" r; channel c works on rail c mod (NICs per server), so a server with
+// 8 NICs runs 16 channels as two per NIC.
+//  * Ring channel c: the ring enters every node at the node's GPU on rail r (the GPU whose NIC
+//    is NIC r), visits the node's other GPUs over NVLink, and leaves from the last one towards
+//    the next node's rail-r GPU. With PXN the last GPU hands the data over NVLink to the rail-r
+//    GPU of its own node, whose NIC sends it: every network hop of the channel stays on rail r
+//    (NCCL's rings "enter and leave a node through the same NIC"). Without PXN the last GPU's own
+//    NIC sends, across rails.
+//  * Tree channel c: NCCL's double binary tree over the nodes (channels alternate between its two
+//    trees); inside a node the GPUs form a chain ending at the rail-r GPU, which talks to the
+//    parent and child nodes.
+//  * Chains (Broadcast, Reduce) follow the ring from or to the root.
+//  * CollNet: the chains inside nodes, and the node leaders reducing through the switches: the
+//    aggregation root is the switch closest (in hops) to every leader's first switch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/fabric/fabric.hpp"
+
+namespace rocesim::collectives::nccl {
+
+/// A logical edge: src sends to dst, through `relay`'s NIC when set (PXN).
+struct Edge {
+  fabric::NodeId src = fabric::kNone;
+  fabric::NodeId dst = fabric::kNone;
+  fabric::NodeId relay = fabric::kNone;
+  bool network = false;  // crosses servers
+};
+
+/// NCCL's binary tree over n ranks (src/graph/trees.cc): parent and up to two children of
+/// `rank`, -1 where absent.
+struct BtreeLinks {
+  int parent = -1;
+  int child0 = -1;
+  int child1 = -1;
+};
+BtreeLinks btree(int n, int rank);
+/// Tree t (0 or 1) of NCCL's double binary tree: tree 1 mirrors tree 0 (even n) or shifts it
+/// by one (odd n), so that ranks that are leaves in one tree are inner nodes in the other.
+BtreeLinks dtree(int n, int rank, int t);
+
+class Communicator {
+ public:
+  Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks);
+
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+  int nnodes() const { return static_cast<int>(nodes_.size()); }
+  int ppn() const { return ppn_; }  // most ranks on one node
+  int nics_per_node() const { return nics_; }
+  const std::vector<fabric::NodeId>& ranks() const { return ranks_; }
+  const std::vector<std::vector<fabric::NodeId>>& nodes() const { return nodes_; }
+  const fabric::Fabric& fabric() const { return f_; }
+
+  /// The rail (NIC index within its server) a GPU sends on.
+  int rail_of(fabric::NodeId gpu) const;
+  /// The GPU of node k on rail r (its first GPU if none of its GPUs is on that rail).
+  fabric::NodeId rail_gpu(int node, int rail) const;
+
+  /// GPUs of a channel's ring in ring order (all ranks).
+  std::vector<fabric::NodeId> ring_order(int channel) const;
+  /// The edges of a channel's ring: ring_order()[i] -> ring_order()[i+1], and the last back to
+  /// the first.
+  std::vector<Edge> ring(int channel, bool pxn) const;
+  /// The edges from `root` along the ring to every other rank (Broadcast), or the reverse
+  /// (towards the root, Reduce), in pipeline order.
+  std::vector<Edge> chain(int channel, fabric::NodeId root, bool to_root, bool pxn) const;
+
+  struct Tree {
+    std::vector<Edge> up;      // reduce direction: GPU chains to leaders, children to parents
+    std::vector<Edge> down;    // broadcast direction
+    int depth = 0;             // network hops from the deepest node to the root
+    int intra = 0;             // NVLink hops of a node's chain
+  };
+  Tree tree(int channel) const;
+
+  /// The chain edges of CollNet (inside nodes, both directions) and the node leaders.
+  Tree collnet_chains(int channel) const;
+  std::vector<fabric::NodeId> leaders(int channel) const;
+
+ private:
+  /// The node's GPUs in chain order starting at its rail-r GPU.
+  std::vector<fabric::NodeId> node_order(int node, int rail) const;
+  Edge edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const;
+
+  const fabric::Fabric& f_;
+  std::vector<fabric::NodeId> ranks_;
+  std::vector<std::vector<fabric::NodeId>> nodes_;
+  int ppn_ = 1;
+  int nics_ = 1;
+};
+
+}  // namespace rocesim::collectives::nccl

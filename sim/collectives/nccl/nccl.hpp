@@ -1,0 +1,87 @@
+// NCCL's vocabulary and knobs. The collectives, algorithms and protocols NCCL runs, and the
+// parameters that steer them, named after NCCL's own environment variables (NCCL_ALGO,
+// NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_IB_QPS_PER_CONNECTION, NCCL_BUFFSIZE, ...) so that a
+// user can paste a job's settings into a scenario. They are read from the scenario's `nccl:`
+// section, and a workload's own `nccl:` section overrides them key by key.
+//
+// Beside NCCL's variables sit the model's own calibratable parameters (lower case):
+// `launch_latency`, `hop_latency_factor` and `tuning_tables` (the pinned NCCL release whose
+// tuning constants are used; see tuning.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "sim/core/params.hpp"
+#include "sim/core/units.hpp"
+
+namespace rocesim::collectives::nccl {
+
+enum class Collective : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AllToAll,
+  AllToAllv,
+  Gather,
+  Scatter,
+  SendRecv,
+};
+enum class Algorithm : uint8_t { Tree, Ring, CollNet };  // the order of NCCL's tables
+enum class Protocol : uint8_t { LL, LL128, Simple };     // idem
+
+std::string_view collective_name(Collective c);
+std::string_view algorithm_name(Algorithm a);
+std::string_view protocol_name(Protocol p);
+std::optional<Collective> parse_collective(std::string_view s);
+
+/// True for collectives NCCL implements as point-to-point sends (no ring or tree).
+inline bool is_p2p(Collective c) {
+  return c == Collective::AllToAll || c == Collective::AllToAllv || c == Collective::Gather ||
+         c == Collective::Scatter || c == Collective::SendRecv;
+}
+
+/// NCCL's protocols: how a byte of data is carried and how fine-grained the pipeline is.
+struct ProtocolTraits {
+  double efficiency;      // data bytes per wire byte: LL 8/16, LL128 120/128, Simple 1
+  double line_bytes;      // data per synchronisation unit: the granularity of forwarding
+  bool slices;            // forwards per slice of steps (Simple) rather than per line
+};
+ProtocolTraits protocol_traits(Protocol p);
+
+inline constexpr int kNcclSteps = 8;      // NCCL_STEPS: buffer slots per connection
+inline constexpr int kMaxChannels = 32;   // MAXCHANNELS
+
+/// Member defaults mirror the table's (a test holds them equal); scenarios read every value
+/// through the table.
+struct NcclConfig {
+  std::optional<Algorithm> algo;         // NCCL_ALGO (empty: the tuner chooses)
+  std::optional<Protocol> proto;         // NCCL_PROTO
+  int min_channels = 0;                  // NCCL_MIN_NCHANNELS (0: automatic)
+  int max_channels = 0;                  // NCCL_MAX_NCHANNELS (0: automatic)
+  uint32_t qps_per_connection = 1;       // NCCL_IB_QPS_PER_CONNECTION
+  bool split_data_on_qps = false;        // NCCL_IB_SPLIT_DATA_ON_QPS
+  Bytes buffsize{4 << 20};               // NCCL_BUFFSIZE (Simple)
+  Bytes ll_buffsize{512 << 10};          // NCCL_LL_BUFFSIZE
+  Bytes ll128_buffsize{4915200};         // NCCL_LL128_BUFFSIZE
+  Bytes p2p_net_chunksize{128 << 10};    // NCCL_P2P_NET_CHUNKSIZE
+  bool pxn = true;                       // !NCCL_PXN_DISABLE
+  bool collnet = false;                  // NCCL_COLLNET_ENABLE
+  Time net_overhead = Time::us(1);       // NCCL_NET_OVERHEAD
+  // The model's own parameters.
+  std::string tuning_tables = "newest";  // pinned tuning.cc constants
+  std::optional<Time> launch_latency;    // per operation; default: NCCL's baseLat
+  double hop_latency_factor = 1.0;       // scales NCCL's per-hop latencies (hwLat)
+
+  Bytes buffer(Protocol p) const;        // connection buffer of a protocol (wire bytes)
+};
+
+const ParamTable& nccl_table();
+/// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
+/// included, or with `only_written` just the keys the section names (a workload's overrides).
+NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);
+
+}  // namespace rocesim::collectives::nccl

@@ -1,0 +1,69 @@
+// NCCL's analytical tuning model (src/graph/tuning.cc), used for what NCCL uses it for: choosing
+// the algorithm and protocol of each operation when NCCL_ALGO / NCCL_PROTO leave the choice open.
+// NCCL estimates  time = latency + bytes / algbw  for every (algorithm, protocol) and takes the
+// smallest; reproducing that lets rocesim show where NCCL's static model chooses badly (its
+// latencies assume a low-RTT fabric). The simulated time itself never comes from this model.
+//
+// The constants are those of a pinned NCCL release (MODELS.md 5.5): "newest" is the newest
+// tuning.cc read for MODELS.md (Ring/LL busBw x 0.5, Hopper llMaxBw 141 GB/s, Tree/Simple
+// hwLat 4.0/4.0/14 us); "2.20.3" is NVIDIA/nccl v2.20.3 (Tree/Simple hwLat 28 us on every hop
+// type and baseLat 0, Ring/LL busBw x 1/4 multi-node or 1/3, llMaxBw 87.7 GB/s). Bandwidth caps
+// are NCCL's Hopper values. The same tables give the per-hop and per-operation latencies of
+// the simulation (see collective.hpp), scaled by the calibratable `hop_latency_factor`.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "sim/collectives/nccl/nccl.hpp"
+
+namespace rocesim::collectives::nccl {
+
+struct TuningTables {
+  std::string_view name;
+  double base_lat[3][3];     // [algorithm][protocol], us
+  double hw_lat[3][3][3];    // [hop: NVLink, PCI, NET][algorithm][protocol], us
+  double ll_max_bw;          // GB/s
+  double per_ch_max_ring_ll128_bw;
+  double per_ch_max_tree_bw[3];  // 1, 2, >= 4 nodes
+  double per_ch_max_tree_ll128_bw;
+  bool ring_ll_half;         // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
+};
+
+/// The tables of a pinned release: "newest" or "2.20.3".
+const TuningTables& tuning_tables(std::string_view release);
+
+/// What NCCL's model knows about a communicator.
+struct TuningInput {
+  Collective collective = Collective::AllReduce;
+  int nranks = 1;
+  int nnodes = 1;
+  int ppn = 1;              // ranks per node
+  int channels = 1;
+  double bw_intra = 0;      // GB/s per channel inside a node (NVLink)
+  double bw_inter = 0;      // GB/s per channel across nodes (NIC)
+  bool collnet = false;     // in-network reduction available
+  double net_overhead_us = 1;
+};
+
+/// NCCL's estimated time in us of one operation of `bytes`, or +infinity where NCCL does not
+/// offer the combination (e.g. Tree for AllGather, CollNet with LL).
+double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
+                     double bytes);
+
+struct AlgoChoice {
+  Algorithm algorithm;
+  Protocol protocol;
+  double model_us;  // NCCL's own estimate, for reports
+};
+/// The combination NCCL would run: the fastest by its model among those allowed (forced
+/// values restrict the search).
+AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes,
+                  std::optional<Algorithm> algo, std::optional<Protocol> proto);
+
+/// NCCL's latency of one pipeline step on a hop (NVLink or network), in us; inside nodes of a
+/// multi-node communicator at least the host's network overhead, as NCCL counts it.
+double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
+                      bool network_hop);
+
+}  // namespace rocesim::collectives::nccl
