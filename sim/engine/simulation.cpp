@@ -126,7 +126,7 @@ void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId pa
 }
 
 void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes,
-                          double rate_cap, uint64_t tag) {
+                          double rate_cap, uint64_t tag, bool reduce_in_switches) {
   ROCESIM_CHECK(!legs.empty() && bytes.count() > 0, "a pipeline moves bytes over >= 1 leg");
   if (link_weight_.empty()) link_weight_.assign(fabric_.link_count(), 0.0);
   pipe_links_.clear();
@@ -141,8 +141,17 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
     }
   }
   pipe_weights_.clear();
+  auto fabric_switch = [&](fabric::NodeId n) {
+    const fabric::Node& x = fabric_.node(n);
+    return x.kind == fabric::NodeKind::Switch && x.role != fabric::SwitchRole::NvSwitch;
+  };
   for (fabric::LinkId l : pipe_links_) {
-    pipe_weights_.push_back(link_weight_[l]);
+    double weight = link_weight_[l];
+    if (reduce_in_switches && fabric_switch(fabric_.link(l).src) &&
+        fabric_switch(fabric_.link(l).dst)) {
+      weight = std::min(weight, 1.0);
+    }
+    pipe_weights_.push_back(weight);
     link_weight_[l] = 0;
   }
   const routing::PathId p = paths_.add_weighted(pipe_links_, pipe_weights_, Time::zero());

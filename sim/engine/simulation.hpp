@@ -155,8 +155,10 @@ class Simulation {
   /// that of its slowest edge. `rate_cap` (bytes/s) bounds it, e.g. a credit window over a round
   /// trip. The transfer is done when its bandwidth phase ends: the workload adds the pipeline's
   /// latency itself. `via` of the legs' connections is honoured.
+  /// With `reduce_in_switches` (in-network reduction, CollNet/SHARP) a link between two fabric
+  /// switches carries one reduced stream however many legs cross it.
   void pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes, double rate_cap,
-                uint64_t tag);
+                uint64_t tag, bool reduce_in_switches = false);
   void timer(WorkloadId w, Time at, uint64_t tag);
   void finish(WorkloadId w);
 

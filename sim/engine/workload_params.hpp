@@ -15,7 +15,7 @@ inline constexpr Param kWorkloadTypeParam{
     .key = "type",
     .type = ParamType::Choice,
     .help = "workload kind",
-    .choices = "flows|permutation|incast|all_to_all|ring_step|ring_allreduce"};
+    .choices = "flows|permutation|incast|all_to_all|ring_step|ring_allreduce|nccl"};
 inline constexpr Param kWorkloadNameParam{
     .key = "name",
     .type = ParamType::String,

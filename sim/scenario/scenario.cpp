@@ -6,8 +6,11 @@
 #include <map>
 #include <set>
 
+#include "sim/collectives/nccl/collective.hpp"
+#include "sim/collectives/nccl/nccl.hpp"
 #include "sim/collectives/ring_allreduce.hpp"
 #include "sim/engine/workload_params.hpp"
+#include "sim/fabric/gpu_selection.hpp"
 #include "sim/network/maxmin_network.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/topology/builders.hpp"
@@ -60,30 +63,74 @@ constexpr Param kScenarioParams[] = {
      .choices = "see network"},
     {.key = "workloads",
      .type = ParamType::List,
-     .help = "traffic to simulate",
-     .choices = "see the workload types"},
+     .help = "traffic to simulate; `rocesim run` needs at least one",
+     .choices = "see the workload types",
+     .optional = true},
+    {.key = "nccl",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "NCCL settings of the job (NCCL_* variables) and the NCCL model's parameters",
+     .choices = "see nccl"},
+    {.key = "job",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "the job: its GPUs form the communicator of `rocesim nccl-tests` and "
+             "`rocesim validate`",
+     .choices = "see job"},
     {.key = "output",
      .type = ParamType::Section,
      .fallback = "{}",
      .help = "results.h5 contents",
      .choices = "see output"},
 };
+constexpr Param kJobParams[] = {
+    {.key = "ranks",
+     .type = ParamType::Any,
+     .fallback = "all",
+     .help = "the job's GPUs in rank order",
+     .choices = "GPU selection"},
+};
+const ParamTable kJobTable{"job", "The job whose GPUs run the collectives of the front ends.",
+                           kJobParams};
+
 const ParamTable kScenarioTable{"scenario", "The top level of a scenario file.", kScenarioParams};
 
 struct WorkloadKind {
   std::string_view type;
   const ParamTable* table;
-  std::unique_ptr<engine::Workload> (*make)(const engine::WorkloadInput&);
+  std::unique_ptr<engine::Workload> (*make)(const engine::WorkloadInput&, const ScenarioRun&);
 };
 
 std::span<const WorkloadKind> workload_kinds() {
   static const WorkloadKind kinds[] = {
-      {"flows", &workload::kFlowListTable, &workload::make_flow_list},
-      {"permutation", &workload::kPermutationTable, &workload::make_permutation},
-      {"incast", &workload::kIncastTable, &workload::make_incast},
-      {"all_to_all", &workload::kAllToAllTable, &workload::make_all_to_all},
-      {"ring_step", &workload::kRingStepTable, &workload::make_ring_step},
-      {"ring_allreduce", &collectives::kRingAllReduceTable, &collectives::make_ring_allreduce},
+      {"flows", &workload::kFlowListTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun&) {
+         return workload::make_flow_list(in);
+       }},
+      {"permutation", &workload::kPermutationTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun&) {
+         return workload::make_permutation(in);
+       }},
+      {"incast", &workload::kIncastTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun&) {
+         return workload::make_incast(in);
+       }},
+      {"all_to_all", &workload::kAllToAllTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun&) {
+         return workload::make_all_to_all(in);
+       }},
+      {"ring_step", &workload::kRingStepTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun&) {
+         return workload::make_ring_step(in);
+       }},
+      {"ring_allreduce", &collectives::kRingAllReduceTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun&) {
+         return collectives::make_ring_allreduce(in);
+       }},
+      {"nccl", &collectives::nccl::kNcclWorkloadTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun& run) {
+         return collectives::nccl::make_nccl_workload(in, run.nccl);
+       }},
   };
   return kinds;
 }
@@ -131,8 +178,15 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   sc.source_port = fabric::parse_source_port_policy(routing.choice("source_port"));
   run->sim = std::make_unique<engine::Simulation>(run->fabric, *run->router, *run->network, sc);
 
-  const ConfigNode& list = r.node("workloads");
-  if (list.items().empty()) r.fail("workloads", "at least one workload", "an empty list");
+  run->nccl = collectives::nccl::read_nccl(r.section("nccl", collectives::nccl::nccl_table()),
+                                           collectives::nccl::NcclConfig{}, false);
+  run->job_ranks = fabric::select_gpus(r.section("job", kJobTable).value("ranks"), run->fabric);
+
+  const ConfigNode empty = ConfigNode::sequence(root.where(), "workloads");
+  const ConfigNode& list = o.skip_workloads || !r.has("workloads") ? empty : r.node("workloads");
+  if (!o.skip_workloads && list.items().empty()) {
+    r.fail("workloads", "at least one workload", r.has("workloads") ? "an empty list" : "none");
+  }
   std::map<std::string, engine::WorkloadId> by_name;
   for (size_t i = 0; i < list.items().size(); ++i) {
     const ConfigNode& item = list.items()[i];
@@ -178,7 +232,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
       }
     }
     engine::WorkloadInput in{w, run->fabric, run->seed, name, base_dir};
-    by_name[name] = run->sim->add_workload(kind->make(in), w.time("start"), std::move(after));
+    by_name[name] = run->sim->add_workload(kind->make(in, *run), w.time("start"), std::move(after));
   }
 
   const ParamReader out = r.section("output", kOutputTable);
@@ -241,6 +295,8 @@ std::vector<const ParamTable*> all_tables() {
   for (const ParamTable* s : routing::routing_subtables())
     t.push_back(s);
   t.push_back(&network::network_table());
+  t.push_back(&collectives::nccl::nccl_table());
+  t.push_back(&kJobTable);
   for (const WorkloadKind& k : workload_kinds())
     t.push_back(k.table);
   t.push_back(&workload::kFlowTable);

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "sim/collectives/nccl/nccl.hpp"
 #include "sim/engine/simulation.hpp"
 #include "sim/fabric/fabric.hpp"
 #include "sim/metrics/recorder.hpp"
@@ -20,6 +21,9 @@ namespace rocesim::scenario {
 struct Overrides {
   std::optional<uint64_t> seed;
   int threads = 1;
+  /// Leave out the scenario's workloads (front ends that bring their own, such as
+  /// `rocesim nccl-tests`); a scenario may then have none.
+  bool skip_workloads = false;
 };
 
 /// Everything one run needs, built and wired; run() simulates.
@@ -32,6 +36,8 @@ struct ScenarioRun {
   int compression = 0;  // deflate level of results.h5
 
   fabric::Fabric fabric;
+  collectives::nccl::NcclConfig nccl;     // the scenario's NCCL settings
+  std::vector<fabric::NodeId> job_ranks;  // the job's GPUs, in rank order
   std::unique_ptr<routing::Router> router;
   std::unique_ptr<network::NetworkModel> network;
   std::unique_ptr<engine::Simulation> sim;

@@ -260,7 +260,7 @@ TEST_F(ScenarioErrors, ScalarWhereTheWorkloadListIsExpected) {
   expect_rejected(f, {.file = f.scenario,
                       .at = locate(yaml, "  permutation\n", "permutation"),
                       .key = "workloads",
-                      .expected = "a list (traffic to simulate)",
+                      .expected = "a list (traffic to simulate; `rocesim run` needs at least one)",
                       .found = "'permutation'"});
 }
 

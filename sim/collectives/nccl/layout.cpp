@@ -13,7 +13,8 @@ BtreeLinks btree(int n, int rank) {
   // has a single child, the largest power of two below n.
   BtreeLinks l;
   int bit = 1;
-  while (bit < n && !(bit & rank)) bit <<= 1;
+  while (bit < n && !(bit & rank))
+    bit <<= 1;
   if (rank == 0) {
     l.child1 = n > 1 ? bit >> 1 : -1;
     return l;
@@ -57,7 +58,8 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
     if (fresh) nodes_.emplace_back();
     nodes_[it->second].push_back(g);
   }
-  for (const auto& n : nodes_) ppn_ = std::max(ppn_, static_cast<int>(n.size()));
+  for (const auto& n : nodes_)
+    ppn_ = std::max(ppn_, static_cast<int>(n.size()));
   nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
 }
 
@@ -96,10 +98,12 @@ Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const {
   Edge e{a, b, fabric::kNone, f_.node(a).server != f_.node(b).server};
   if (e.network && pxn) {
     // PXN: cross NVLink to the GPU of the sender's node on the receiver's rail; its NIC sends.
-    const size_t node = static_cast<size_t>(
-        std::find_if(nodes_.begin(), nodes_.end(),
-                     [&](const auto& n) { return f_.node(n.front()).server == f_.node(a).server; }) -
-        nodes_.begin());
+    const size_t node =
+        static_cast<size_t>(std::find_if(nodes_.begin(), nodes_.end(),
+                                         [&](const auto& n) {
+                                           return f_.node(n.front()).server == f_.node(a).server;
+                                         }) -
+                            nodes_.begin());
     const fabric::NodeId relay = rail_gpu(static_cast<int>(node), rail_of(b));
     if (relay != a && rail_of(relay) == rail_of(b)) e.relay = relay;
   }
@@ -136,7 +140,8 @@ std::vector<Edge> Communicator::chain(int channel, fabric::NodeId root, bool to_
 
 std::vector<fabric::NodeId> Communicator::leaders(int channel) const {
   std::vector<fabric::NodeId> out;
-  for (int k = 0; k < nnodes(); ++k) out.push_back(rail_gpu(k, channel % nics_));
+  for (int k = 0; k < nnodes(); ++k)
+    out.push_back(rail_gpu(k, channel % nics_));
   return out;
 }
 

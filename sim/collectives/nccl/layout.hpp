@@ -71,10 +71,10 @@ class Communicator {
   std::vector<Edge> chain(int channel, fabric::NodeId root, bool to_root, bool pxn) const;
 
   struct Tree {
-    std::vector<Edge> up;      // reduce direction: GPU chains to leaders, children to parents
-    std::vector<Edge> down;    // broadcast direction
-    int depth = 0;             // network hops from the deepest node to the root
-    int intra = 0;             // NVLink hops of a node's chain
+    std::vector<Edge> up;    // reduce direction: GPU chains to leaders, children to parents
+    std::vector<Edge> down;  // broadcast direction
+    int depth = 0;           // network hops from the deepest node to the root
+    int intra = 0;           // NVLink hops of a node's chain
   };
   Tree tree(int channel) const;
 

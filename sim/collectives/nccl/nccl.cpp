@@ -12,49 +12,87 @@ constexpr std::array<std::string_view, 10> kCollectiveNames{
 // Defaults from NCCL (MODELS.md 5.3-5.5): buffer sizes from src/init.cc, p2p chunk from
 // NCCL_P2P_NET_CHUNKSIZE, net overhead 1 us (Intel hosts; NCCL uses 2 us on AMD).
 constexpr Param kNcclParams[] = {
-    {.key = "NCCL_ALGO", .type = ParamType::Choice, .fallback = "auto",
-     .help = "algorithm; auto lets the tuner choose as NCCL would", .choices = "auto|Ring|Tree|CollNet"},
-    {.key = "NCCL_PROTO", .type = ParamType::Choice, .fallback = "auto",
-     .help = "protocol; auto lets the tuner choose", .choices = "auto|LL|LL128|Simple"},
-    {.key = "NCCL_MIN_NCHANNELS", .type = ParamType::Integer, .fallback = "0",
+    {.key = "NCCL_ALGO",
+     .type = ParamType::Choice,
+     .fallback = "auto",
+     .help = "algorithm; auto lets the tuner choose as NCCL would",
+     .choices = "auto|Ring|Tree|CollNet"},
+    {.key = "NCCL_PROTO",
+     .type = ParamType::Choice,
+     .fallback = "auto",
+     .help = "protocol; auto lets the tuner choose",
+     .choices = "auto|LL|LL128|Simple"},
+    {.key = "NCCL_MIN_NCHANNELS",
+     .type = ParamType::Integer,
+     .fallback = "0",
      .help = "lower bound on channels (0: automatic, 2 per NIC of a server)",
      .check = Check::NonNegative},
-    {.key = "NCCL_MAX_NCHANNELS", .type = ParamType::Integer, .fallback = "0",
-     .help = "upper bound on channels (0: automatic, at most 32)", .check = Check::NonNegative},
-    {.key = "NCCL_IB_QPS_PER_CONNECTION", .type = ParamType::Integer, .fallback = "1",
+    {.key = "NCCL_MAX_NCHANNELS",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "upper bound on channels (0: automatic, at most 32)",
+     .check = Check::NonNegative},
+    {.key = "NCCL_IB_QPS_PER_CONNECTION",
+     .type = ParamType::Integer,
+     .fallback = "1",
      .help = "QPs per connection; each has its own UDP source port, hence ECMP path",
      .check = Check::Positive},
-    {.key = "NCCL_IB_SPLIT_DATA_ON_QPS", .type = ParamType::Integer, .fallback = "0",
+    {.key = "NCCL_IB_SPLIT_DATA_ON_QPS",
+     .type = ParamType::Integer,
+     .fallback = "0",
      .help = "1: every message is split over all QPs; 0: messages go to the QPs in turn",
      .check = Check::NonNegative},
-    {.key = "NCCL_BUFFSIZE", .type = ParamType::Bytes, .fallback = "4MiB",
-     .help = "buffer per connection for the Simple protocol (8 steps)", .check = Check::Positive},
-    {.key = "NCCL_LL_BUFFSIZE", .type = ParamType::Bytes, .fallback = "512KiB",
-     .help = "buffer per connection for LL", .check = Check::Positive},
-    {.key = "NCCL_LL128_BUFFSIZE", .type = ParamType::Bytes, .fallback = "4915200B",
-     .help = "buffer per connection for LL128", .check = Check::Positive},
-    {.key = "NCCL_P2P_NET_CHUNKSIZE", .type = ParamType::Bytes, .fallback = "128KiB",
+    {.key = "NCCL_BUFFSIZE",
+     .type = ParamType::Bytes,
+     .fallback = "4MiB",
+     .help = "buffer per connection for the Simple protocol (8 steps)",
+     .check = Check::Positive},
+    {.key = "NCCL_LL_BUFFSIZE",
+     .type = ParamType::Bytes,
+     .fallback = "512KiB",
+     .help = "buffer per connection for LL",
+     .check = Check::Positive},
+    {.key = "NCCL_LL128_BUFFSIZE",
+     .type = ParamType::Bytes,
+     .fallback = "4915200B",
+     .help = "buffer per connection for LL128",
+     .check = Check::Positive},
+    {.key = "NCCL_P2P_NET_CHUNKSIZE",
+     .type = ParamType::Bytes,
+     .fallback = "128KiB",
      .help = "chunk of point-to-point sends over the network (8 in flight per peer)",
      .check = Check::Positive},
-    {.key = "NCCL_PXN_DISABLE", .type = ParamType::Integer, .fallback = "0",
+    {.key = "NCCL_PXN_DISABLE",
+     .type = ParamType::Integer,
+     .fallback = "0",
      .help = "1 disables PXN: a GPU then sends through its own NIC instead of crossing NVLink "
              "to the GPU on the destination's rail",
      .check = Check::NonNegative},
-    {.key = "NCCL_COLLNET_ENABLE", .type = ParamType::Integer, .fallback = "0",
+    {.key = "NCCL_COLLNET_ENABLE",
+     .type = ParamType::Integer,
+     .fallback = "0",
      .help = "1 allows CollNet (in-network reduction in the switches, SHARP-style) for "
              "AllReduce",
      .check = Check::NonNegative},
-    {.key = "NCCL_NET_OVERHEAD", .type = ParamType::Time, .fallback = "1us",
+    {.key = "NCCL_NET_OVERHEAD",
+     .type = ParamType::Time,
+     .fallback = "1us",
      .help = "host overhead per network step (NCCL: 1 us Intel, 2 us AMD; x3 for Simple)",
      .check = Check::NonNegative},
-    {.key = "tuning_tables", .type = ParamType::Choice, .fallback = "newest",
+    {.key = "tuning_tables",
+     .type = ParamType::Choice,
+     .fallback = "newest",
      .help = "the NCCL release whose tuning.cc constants (latencies, bandwidth caps) are used",
      .choices = "newest|2.20.3"},
-    {.key = "launch_latency", .type = ParamType::Time, .optional = true,
+    {.key = "launch_latency",
+     .type = ParamType::Time,
      .help = "fixed cost of each operation (default: NCCL's baseLat of the algorithm and "
              "protocol)",
-     .check = Check::NonNegative},
-    {.key = "hop_latency_factor", .type = ParamType::Number, .fallback = "1",
+     .check = Check::NonNegative,
+     .optional = true},
+    {.key = "hop_latency_factor",
+     .type = ParamType::Number,
+     .fallback = "1",
      .help = "scales NCCL's per-hop latency estimates (hwLat), the GPU, proxy and protocol cost "
              "of one pipeline step added to the fabric's own latency",
      .check = Check::NonNegative},
@@ -72,7 +110,9 @@ bool flag(const ParamReader& r, std::string_view key) {
 
 }  // namespace
 
-std::string_view collective_name(Collective c) { return kCollectiveNames[static_cast<size_t>(c)]; }
+std::string_view collective_name(Collective c) {
+  return kCollectiveNames[static_cast<size_t>(c)];
+}
 
 std::string_view algorithm_name(Algorithm a) {
   switch (a) {
@@ -131,7 +171,9 @@ Bytes NcclConfig::buffer(Protocol p) const {
   return buffsize;
 }
 
-const ParamTable& nccl_table() { return kNcclTable; }
+const ParamTable& nccl_table() {
+  return kNcclTable;
+}
 
 NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   // Every key when reading a scenario's section (the table's defaults are the defaults), only
@@ -151,8 +193,10 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
               : p == "LL128" ? std::optional(Protocol::LL128)
                              : std::optional(Protocol::Simple);
   }
-  if (take("NCCL_MIN_NCHANNELS")) c.min_channels = static_cast<int>(r.integer("NCCL_MIN_NCHANNELS"));
-  if (take("NCCL_MAX_NCHANNELS")) c.max_channels = static_cast<int>(r.integer("NCCL_MAX_NCHANNELS"));
+  if (take("NCCL_MIN_NCHANNELS"))
+    c.min_channels = static_cast<int>(r.integer("NCCL_MIN_NCHANNELS"));
+  if (take("NCCL_MAX_NCHANNELS"))
+    c.max_channels = static_cast<int>(r.integer("NCCL_MAX_NCHANNELS"));
   if (c.min_channels > kMaxChannels) {
     r.fail("NCCL_MIN_NCHANNELS", "at most 32 channels", std::to_string(c.min_channels));
   }

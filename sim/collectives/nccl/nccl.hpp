@@ -46,37 +46,37 @@ inline bool is_p2p(Collective c) {
 
 /// NCCL's protocols: how a byte of data is carried and how fine-grained the pipeline is.
 struct ProtocolTraits {
-  double efficiency;      // data bytes per wire byte: LL 8/16, LL128 120/128, Simple 1
-  double line_bytes;      // data per synchronisation unit: the granularity of forwarding
-  bool slices;            // forwards per slice of steps (Simple) rather than per line
+  double efficiency;  // data bytes per wire byte: LL 8/16, LL128 120/128, Simple 1
+  double line_bytes;  // data per synchronisation unit: the granularity of forwarding
+  bool slices;        // forwards per slice of steps (Simple) rather than per line
 };
 ProtocolTraits protocol_traits(Protocol p);
 
-inline constexpr int kNcclSteps = 8;      // NCCL_STEPS: buffer slots per connection
-inline constexpr int kMaxChannels = 32;   // MAXCHANNELS
+inline constexpr int kNcclSteps = 8;     // NCCL_STEPS: buffer slots per connection
+inline constexpr int kMaxChannels = 32;  // MAXCHANNELS
 
 /// Member defaults mirror the table's (a test holds them equal); scenarios read every value
 /// through the table.
 struct NcclConfig {
-  std::optional<Algorithm> algo;         // NCCL_ALGO (empty: the tuner chooses)
-  std::optional<Protocol> proto;         // NCCL_PROTO
-  int min_channels = 0;                  // NCCL_MIN_NCHANNELS (0: automatic)
-  int max_channels = 0;                  // NCCL_MAX_NCHANNELS (0: automatic)
-  uint32_t qps_per_connection = 1;       // NCCL_IB_QPS_PER_CONNECTION
-  bool split_data_on_qps = false;        // NCCL_IB_SPLIT_DATA_ON_QPS
-  Bytes buffsize{4 << 20};               // NCCL_BUFFSIZE (Simple)
-  Bytes ll_buffsize{512 << 10};          // NCCL_LL_BUFFSIZE
-  Bytes ll128_buffsize{4915200};         // NCCL_LL128_BUFFSIZE
-  Bytes p2p_net_chunksize{128 << 10};    // NCCL_P2P_NET_CHUNKSIZE
-  bool pxn = true;                       // !NCCL_PXN_DISABLE
-  bool collnet = false;                  // NCCL_COLLNET_ENABLE
-  Time net_overhead = Time::us(1);       // NCCL_NET_OVERHEAD
+  std::optional<Algorithm> algo;       // NCCL_ALGO (empty: the tuner chooses)
+  std::optional<Protocol> proto;       // NCCL_PROTO
+  int min_channels = 0;                // NCCL_MIN_NCHANNELS (0: automatic)
+  int max_channels = 0;                // NCCL_MAX_NCHANNELS (0: automatic)
+  uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
+  bool split_data_on_qps = false;      // NCCL_IB_SPLIT_DATA_ON_QPS
+  Bytes buffsize{4 << 20};             // NCCL_BUFFSIZE (Simple)
+  Bytes ll_buffsize{512 << 10};        // NCCL_LL_BUFFSIZE
+  Bytes ll128_buffsize{4915200};       // NCCL_LL128_BUFFSIZE
+  Bytes p2p_net_chunksize{128 << 10};  // NCCL_P2P_NET_CHUNKSIZE
+  bool pxn = true;                     // !NCCL_PXN_DISABLE
+  bool collnet = false;                // NCCL_COLLNET_ENABLE
+  Time net_overhead = Time::us(1);     // NCCL_NET_OVERHEAD
   // The model's own parameters.
   std::string tuning_tables = "newest";  // pinned tuning.cc constants
   std::optional<Time> launch_latency;    // per operation; default: NCCL's baseLat
   double hop_latency_factor = 1.0;       // scales NCCL's per-hop latencies (hwLat)
 
-  Bytes buffer(Protocol p) const;        // connection buffer of a protocol (wire bytes)
+  Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)
 };
 
 const ParamTable& nccl_table();

@@ -13,32 +13,34 @@ constexpr int kNvlink = 0, kPci = 1, kNet = 2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // [algorithm Tree, Ring, CollNet][protocol LL, LL128, Simple]; CollNet runs Simple only.
-constexpr TuningTables kNewest{
-    "newest",
-    {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}},
-    {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
-     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
-     {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
-    141.0,
-    36.7,
-    {38.7, 41.4, 36.0},
-    36.7,
-    true};
+constexpr TuningTables kNewest{"newest",
+                               {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}},
+                               {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
+                                {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
+                                {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
+                               141.0,
+                               36.7,
+                               {38.7, 41.4, 36.0},
+                               36.7,
+                               true};
 
-constexpr TuningTables kV2203{
-    "2.20.3",
-    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}},
-    {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
-     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
-     {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
-    87.7,
-    36.7,
-    {38.7, 41.4, 36.0},
-    36.7,
-    false};
+constexpr TuningTables kV2203{"2.20.3",
+                              {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}},
+                              {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
+                               {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
+                               {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
+                              87.7,
+                              36.7,
+                              {38.7, 41.4, 36.0},
+                              36.7,
+                              false};
 
-int ai(Algorithm a) { return static_cast<int>(a); }
-int pi(Protocol p) { return static_cast<int>(p); }
+int ai(Algorithm a) {
+  return static_cast<int>(a);
+}
+int pi(Protocol p) {
+  return static_cast<int>(p);
+}
 
 bool supported(const TuningInput& in, Algorithm a, Protocol p) {
   switch (a) {
@@ -89,8 +91,7 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   if (!supported(in, a, p)) return kInf;
   if (in.nranks <= 1) return 0;
   // Bandwidth: per channel inside a node, or the narrower of NVLink and NIC across nodes.
-  const double per_channel =
-      in.nnodes > 1 ? std::min(in.bw_intra, in.bw_inter) : in.bw_intra;
+  const double per_channel = in.nnodes > 1 ? std::min(in.bw_intra, in.bw_inter) : in.bw_intra;
   double bus = in.channels * per_channel;
   if (a == Algorithm::Ring && p == Protocol::LL) {
     const double f = t.ring_ll_half ? 0.5

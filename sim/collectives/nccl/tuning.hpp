@@ -21,13 +21,13 @@ namespace rocesim::collectives::nccl {
 
 struct TuningTables {
   std::string_view name;
-  double base_lat[3][3];     // [algorithm][protocol], us
-  double hw_lat[3][3][3];    // [hop: NVLink, PCI, NET][algorithm][protocol], us
-  double ll_max_bw;          // GB/s
+  double base_lat[3][3];   // [algorithm][protocol], us
+  double hw_lat[3][3][3];  // [hop: NVLink, PCI, NET][algorithm][protocol], us
+  double ll_max_bw;        // GB/s
   double per_ch_max_ring_ll128_bw;
   double per_ch_max_tree_bw[3];  // 1, 2, >= 4 nodes
   double per_ch_max_tree_ll128_bw;
-  bool ring_ll_half;         // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
+  bool ring_ll_half;  // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
 };
 
 /// The tables of a pinned release: "newest" or "2.20.3".
@@ -38,11 +38,11 @@ struct TuningInput {
   Collective collective = Collective::AllReduce;
   int nranks = 1;
   int nnodes = 1;
-  int ppn = 1;              // ranks per node
+  int ppn = 1;  // ranks per node
   int channels = 1;
-  double bw_intra = 0;      // GB/s per channel inside a node (NVLink)
-  double bw_inter = 0;      // GB/s per channel across nodes (NIC)
-  bool collnet = false;     // in-network reduction available
+  double bw_intra = 0;   // GB/s per channel inside a node (NVLink)
+  double bw_inter = 0;   // GB/s per channel across nodes (NIC)
+  bool collnet = false;  // in-network reduction available
   double net_overhead_us = 1;
 };
 

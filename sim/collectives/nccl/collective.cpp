@@ -1,0 +1,567 @@
+#include "sim/collectives/nccl/collective.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/core/rng.hpp"
+#include "sim/fabric/gpu_selection.hpp"
+#include "sim/routing/equal_cost.hpp"
+
+namespace rocesim::collectives::nccl {
+namespace {
+
+// NCCL's chunking of collectives (MODELS.md 5.1): CHUNKSTEPS = NCCL_STEPS/2 and SLICESTEPS =
+// NCCL_STEPS/4 for AllReduce, AllGather and ReduceScatter; 1 and 1 for Broadcast and Reduce.
+constexpr int kChunkSteps = kNcclSteps / 2;
+constexpr int kSliceSteps = kNcclSteps / 4;
+// The least data NCCL gives a channel before it uses fewer channels: its per-thread thresholds
+// (NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64
+// bytes) times the threads of a channel (512, 640 and 512).
+constexpr double kMinChannelBytes[3] = {8.0 * 512, 8.0 * 640, 64.0 * 512};
+// Per-peer point-to-point buffer: NCCL_STEPS chunks of NCCL_P2P_NET_CHUNKSIZE.
+constexpr int kP2pSteps = kNcclSteps;
+
+double seconds(Time t) {
+  return t.in_seconds();
+}
+
+/// Capacity of the first link from `a` to a node of kind `to`.
+double link_gbytes(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeKind to,
+                   fabric::SwitchRole role) {
+  for (fabric::LinkId l : f.out_links(a)) {
+    const fabric::Node& d = f.node(f.link(l).dst);
+    if (d.kind == to && (to != fabric::NodeKind::Switch || d.role == role)) {
+      return f.link(l).capacity.bytes_per_second() * 1e-9;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+double busbw_factor(Collective c, int n) {
+  if (n <= 1) return 0;
+  const double nd = n;
+  switch (c) {
+    case Collective::AllReduce:
+      return 2 * (nd - 1) / nd;
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll:
+    case Collective::AllToAllv:
+    case Collective::Gather:
+    case Collective::Scatter:
+      return (nd - 1) / nd;
+    case Collective::Broadcast:
+    case Collective::Reduce:
+    case Collective::SendRecv:
+      return 1;
+  }
+  return 1;
+}
+
+OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
+                   const NcclConfig& config)
+    : f_(f),
+      comm_(f, std::move(ranks)),
+      config_(config),
+      tables_(tuning_tables(config.tuning_tables)) {}
+
+int OpRunner::channels_for(int64_t bytes, Protocol p) const {
+  int c = std::min(kMaxChannels, 2 * comm_.nics_per_node());
+  if (config_.max_channels > 0) c = std::min(c, config_.max_channels);
+  if (config_.min_channels > 0) c = std::max(c, std::min(config_.min_channels, kMaxChannels));
+  const double min_bytes = kMinChannelBytes[static_cast<int>(p)];
+  const int by_size = static_cast<int>(static_cast<double>(bytes) / min_bytes);
+  return std::max(1, std::min(c, by_size));
+}
+
+TuningInput OpRunner::tuning_input(Collective c, int channels) const {
+  TuningInput in;
+  in.collective = c;
+  in.nranks = comm_.nranks();
+  in.nnodes = comm_.nnodes();
+  in.ppn = comm_.ppn();
+  in.channels = channels;
+  const fabric::NodeId g = comm_.ranks().front();
+  const fabric::NodeId nic = f_.nic_of_gpu(g);
+  const double nvlink = link_gbytes(f_, g, fabric::NodeKind::Switch, fabric::SwitchRole::NvSwitch);
+  double nic_bw = 0;
+  for (fabric::LinkId l : f_.out_links(nic)) {
+    if (f_.node(f_.link(l).dst).kind == fabric::NodeKind::Switch) {
+      nic_bw = f_.link(l).capacity.bytes_per_second() * 1e-9;
+    }
+  }
+  // Per channel: the GPU's NVLink, and the node's NICs, shared by the channels.
+  in.bw_intra = (nvlink > 0 ? nvlink : nic_bw) / channels;
+  in.bw_inter = nic_bw * comm_.nics_per_node() / channels;
+  in.collnet = config_.collnet;
+  in.net_overhead_us = config_.net_overhead.in_us();
+  return in;
+}
+
+engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message) {
+  const EdgeKey key{e.src, e.dst, e.relay, message};
+  auto it = connections_.find(key);
+  if (it != connections_.end()) return it->second;
+  engine::ConnectionSpec spec;
+  spec.qps = config_.qps_per_connection;
+  spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
+  spec.message_bytes = message;
+  spec.relay = e.relay;
+  const engine::ConnectionId id = sim.connect(e.src, e.dst, spec);
+  connections_.emplace(key, id);
+  return id;
+}
+
+double OpRunner::leg_latency_us(engine::Simulation& sim, engine::ConnectionId c,
+                                bool network) const {
+  const TuningInput in = tuning_input(result_.collective, result_.channels);
+  return sim.connection_latency(c).in_us() +
+         config_.hop_latency_factor *
+             hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+}
+
+void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective c, int64_t bytes,
+                     int root, double imbalance, uint64_t seed) {
+  ROCESIM_CHECK(!running_ && pending_ == 0, "one operation at a time per runner");
+  ROCESIM_CHECK(root >= 0 && root < comm_.nranks(), "the root is a rank of the communicator");
+  result_ = OpResult{};
+  result_.collective = c;
+  result_.bytes = bytes;
+  result_.start = sim.now();
+  running_ = true;
+  channels_.clear();
+  p2p_.clear();
+  if (is_p2p(c)) {
+    result_.algorithm = Algorithm::Ring;  // NCCL's point-to-point path
+    result_.protocol = Protocol::Simple;
+    result_.channels = 0;
+  } else {
+    const int probe = channels_for(bytes, Protocol::Simple);
+    const AlgoChoice choice = choose(tables_, tuning_input(c, std::max(1, probe)),
+                                     static_cast<double>(bytes), config_.algo, config_.proto);
+    result_.algorithm = choice.algorithm;
+    result_.protocol = choice.protocol;
+    result_.channels = channels_for(bytes, choice.protocol);
+    result_.model_us = model_time_us(tables_, tuning_input(c, result_.channels), choice.algorithm,
+                                     choice.protocol, static_cast<double>(bytes));
+  }
+  if (comm_.nranks() < 2 || bytes <= 0) {
+    // Nothing to move: NCCL still launches the kernel.
+    running_ = true;
+  } else if (is_p2p(c)) {
+    plan_p2p(sim, c, bytes, root, imbalance, seed);
+  } else {
+    plan_pipelined(sim, c, bytes, root);
+  }
+  const Time launch = config_.launch_latency.value_or(Time::us(
+      tables_.base_lat[static_cast<int>(result_.algorithm)][static_cast<int>(result_.protocol)]));
+  sim.timer(id, sim.now() + launch, tag(kLaunch, 0));
+}
+
+void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root) {
+  const Protocol p = result_.protocol;
+  const Algorithm a = result_.algorithm;
+  const ProtocolTraits traits = protocol_traits(p);
+  const double step_wire = config_.buffer(p).as_double() / kNcclSteps;
+  const double step_data = step_wire * traits.efficiency;
+  const bool bcast_like = c == Collective::Broadcast || c == Collective::Reduce;
+  // Chunk and slice in data bytes (Simple); LL and LL128 forward line by line.
+  const double chunk_data = traits.slices ? step_data * (bcast_like ? 1 : kChunkSteps) : step_data;
+  const double slice_data =
+      traits.slices ? step_data * (bcast_like ? 1 : kSliceSteps) : traits.line_bytes;
+  const int n = comm_.nranks();
+  const int nch = result_.channels;
+  const int64_t message = static_cast<int64_t>(step_wire);
+  const fabric::NodeId root_gpu = comm_.ranks()[static_cast<size_t>(root)];
+
+  for (int ch = 0; ch < nch; ++ch) {
+    const double data = static_cast<double>(bytes / nch + (ch < bytes % nch ? 1 : 0));
+    if (data <= 0) continue;
+    Channel chan;
+    std::vector<Edge> edges;
+    if (a == Algorithm::Ring && !bcast_like) {
+      edges = comm_.ring(ch, config_.pxn);
+      const double steps = c == Collective::AllReduce ? 2.0 * (n - 1) : n - 1.0;
+      const double loops = std::max(1.0, std::ceil(data / (n * chunk_data)));
+      const double c_data = data / (n * loops);
+      chan.ring = true;
+      chan.steps = loops * steps;
+      chan.chunk = c_data / traits.efficiency;
+      chan.slice = std::min(slice_data, c_data) / traits.efficiency;
+      chan.wire_bytes = chan.steps * chan.chunk;
+    } else if (bcast_like) {
+      edges = comm_.chain(ch, root_gpu, c == Collective::Reduce, config_.pxn);
+      chan.ring = false;
+      chan.hops = static_cast<int>(edges.size());
+      chan.slice = std::min(slice_data, data) / traits.efficiency;
+      chan.wire_bytes = data / traits.efficiency;
+    } else if (a == Algorithm::Tree) {
+      const Communicator::Tree t = comm_.tree(ch);
+      edges = t.up;
+      edges.insert(edges.end(), t.down.begin(), t.down.end());
+      chan.ring = false;
+      chan.hops = 2 * (t.intra + t.depth);
+      chan.slice = std::min(slice_data, data) / traits.efficiency;
+      chan.wire_bytes = data / traits.efficiency;
+    } else {  // CollNet: chains inside nodes, leaders reduce through the switches
+      const Communicator::Tree t = comm_.collnet_chains(ch);
+      edges = t.up;
+      edges.insert(edges.end(), t.down.begin(), t.down.end());
+      chan.ring = false;
+      chan.hops = 2 * t.intra + 2;
+      chan.slice = std::min(slice_data, data) / traits.efficiency;
+      chan.wire_bytes = data / traits.efficiency;
+    }
+    for (const Edge& e : edges)
+      chan.legs.push_back(connection(sim, e, message));
+    double net_max = 0, nvlink_max = 0, sum = 0;
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const double l = leg_latency_us(sim, chan.legs[i], edges[i].network);
+      chan.latency_us.push_back(l);
+      sum += l;
+      double& worst = edges[i].network ? net_max : nvlink_max;
+      worst = std::max(worst, l);
+    }
+    if (!chan.ring) {
+      if (bcast_like) {
+        chan.hops_latency_us = sum;
+      } else if (a == Algorithm::Tree) {
+        const Communicator::Tree t = comm_.tree(ch);
+        chan.hops_latency_us = 2 * (t.intra * nvlink_max + t.depth * net_max);
+      } else {
+        const Communicator::Tree t = comm_.collnet_chains(ch);
+        chan.hops_latency_us = 2 * t.intra * nvlink_max;
+      }
+    }
+    channels_.push_back(std::move(chan));
+  }
+  if (a == Algorithm::CollNet && comm_.nnodes() > 1) {
+    // The node leaders of each channel send up to the aggregation root and receive the result
+    // back: legs leader k -> root -> leader k+1 cover every leader's way up and down once; the
+    // switches reduce, so a link between two switches carries one stream (see pipeline()).
+    routing::EqualCostTable distances(f_);
+    for (int ch = 0; ch < static_cast<int>(channels_.size()); ++ch) {
+      const std::vector<fabric::NodeId> lead = comm_.leaders(ch);
+      std::vector<fabric::NodeId> first;
+      for (fabric::NodeId g : lead)
+        first.push_back(f_.first_hop_switch(f_.nic_of_gpu(g)));
+      fabric::NodeId root_switch = fabric::kNone;
+      uint32_t best = std::numeric_limits<uint32_t>::max();
+      for (fabric::NodeId s = 0; s < f_.node_count(); ++s) {
+        if (!distances.is_fabric_switch(s)) continue;
+        uint32_t worst = 0;
+        for (fabric::NodeId x : first)
+          worst = std::max(worst, distances.distance(x, s));
+        if (worst < best) {
+          best = worst;
+          root_switch = s;
+        }
+      }
+      Channel& chan = channels_[static_cast<size_t>(ch)];
+      double net_latency = 0;
+      for (size_t k = 0; k < lead.size(); ++k) {
+        engine::ConnectionSpec spec;
+        spec.qps = config_.qps_per_connection;
+        spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
+        spec.message_bytes = message;
+        const fabric::NodeId via[] = {root_switch};
+        const engine::ConnectionId leg =
+            sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
+        chan.legs.push_back(leg);
+        chan.latency_us.push_back(leg_latency_us(sim, leg, true));
+        net_latency = std::max(net_latency, chan.latency_us.back());
+      }
+      chan.hops_latency_us += net_latency;  // up to the root and down again: one leg's path
+    }
+  }
+}
+
+void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root,
+                        double imbalance, uint64_t seed) {
+  const int n = comm_.nranks();
+  const std::vector<fabric::NodeId>& r = comm_.ranks();
+  const int64_t message = config_.p2p_net_chunksize.count();
+  auto add = [&](int i, int j, int64_t b) {
+    if (b <= 0 || i == j) return;
+    Edge e{r[static_cast<size_t>(i)], r[static_cast<size_t>(j)], fabric::kNone,
+           f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server};
+    if (e.network && config_.pxn) {
+      // PXN: cross NVLink to the sender node's GPU on the receiver's rail.
+      for (size_t k = 0; k < comm_.nodes().size(); ++k) {
+        if (f_.node(comm_.nodes()[k].front()).server == f_.node(e.src).server) {
+          const fabric::NodeId relay = comm_.rail_gpu(static_cast<int>(k), comm_.rail_of(e.dst));
+          if (relay != e.src && comm_.rail_of(relay) == comm_.rail_of(e.dst)) e.relay = relay;
+        }
+      }
+    }
+    p2p_.emplace_back(connection(sim, e, message), b);
+  };
+  switch (c) {
+    case Collective::AllToAll:
+    case Collective::AllToAllv: {
+      // nccl-tests' size is what every rank sends in total: size / n to each peer.
+      const int64_t per_pair = bytes / n;
+      RandomStream rng(seed, "nccl/alltoallv");
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double b = static_cast<double>(per_pair);
+          if (c == Collective::AllToAllv && imbalance > 0) {
+            b *= 1 - imbalance + 2 * imbalance * rng.uniform();
+          }
+          add(i, j, static_cast<int64_t>(std::llround(b)));
+        }
+      }
+      break;
+    }
+    case Collective::Gather:
+      for (int i = 0; i < n; ++i)
+        add(i, root, bytes / n);
+      break;
+    case Collective::Scatter:
+      for (int j = 0; j < n; ++j)
+        add(root, j, bytes / n);
+      break;
+    case Collective::SendRecv:
+      for (int i = 0; i < n; ++i)
+        add(i, (i + 1) % n, bytes);
+      break;
+    default:
+      ROCESIM_CHECK(false, "not a point-to-point collective");
+  }
+  // NCCL's network hop latency for Simple: the cost of a peer's last chunk being noticed and
+  // completed, paid once at the end.
+  p2p_tail_us_ =
+      config_.hop_latency_factor *
+      hop_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, true);
+}
+
+void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
+  if (!channels_.empty()) {
+    const double buffer = config_.buffer(result_.protocol).as_double();
+    for (size_t ch = 0; ch < channels_.size(); ++ch) {
+      Channel& chan = channels_[ch];
+      std::vector<engine::PipelineLeg> legs;
+      double cap = network::kNoRateCap;
+      for (size_t i = 0; i < chan.legs.size(); ++i) {
+        legs.push_back({chan.legs[i], 1.0});
+        // Credit window: one buffer per round trip of the leg.
+        cap = std::min(cap, buffer / (2 * chan.latency_us[i] * 1e-6));
+      }
+      chan.data_start = sim.now();
+      sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
+                   tag(kPipeline, ch), result_.algorithm == Algorithm::CollNet);
+      ++pending_;
+    }
+  }
+  if (!p2p_.empty()) {
+    // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
+    // that window over the round trip (shared by the QPs of a split connection).
+    const double window = static_cast<double>(kP2pSteps * config_.p2p_net_chunksize.count());
+    for (size_t i = 0; i < p2p_.size(); ++i) {
+      const auto [conn, b] = p2p_[i];
+      const double rtt = 2 * (sim.connection_latency(conn).in_us() + p2p_tail_us_) * 1e-6;
+      const double per_qp = config_.split_data_on_qps ? config_.qps_per_connection : 1;
+      sim.transfer(id, conn, Bytes(b), tag(kP2p, i), window / rtt / per_qp);
+      ++pending_;
+    }
+  }
+  if (pending_ == 0) finish_op(sim);
+}
+
+bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t t) {
+  const uint64_t kind = t / kTagLimit;
+  const uint64_t i = t % kTagLimit;
+  if (kind == kPipeline) {
+    const Channel& chan = channels_[i];
+    const double bw_time = seconds(sim.now() - chan.data_start);
+    const double r = chan.wire_bytes / std::max(bw_time, 1e-15);  // achieved wire rate
+    double fill_us = 0;
+    if (chan.ring) {
+      double mean = 0, per_cycle = 0;
+      for (double l : chan.latency_us) {
+        mean += l;
+        per_cycle += std::max(0.0, chan.slice / r * 1e6 + l - chan.chunk / r * 1e6);
+      }
+      mean /= static_cast<double>(chan.latency_us.size());
+      fill_us = (chan.steps - 1) / static_cast<double>(chan.latency_us.size()) * per_cycle + mean;
+    } else {
+      fill_us = chan.hops_latency_us + std::max(0, chan.hops - 1) * chan.slice / r * 1e6;
+    }
+    sim.timer(id, sim.now() + Time::us(fill_us), tag(kChannelDone, i));
+    return true;
+  }
+  if (kind == kP2p) {
+    if (--pending_ == 0) sim.timer(id, sim.now() + Time::us(p2p_tail_us_), tag(kP2pDone, 0));
+    return true;
+  }
+  return false;
+}
+
+bool OpRunner::on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t t) {
+  const uint64_t kind = t / kTagLimit;
+  if (kind == kLaunch) {
+    launch_data(sim, id);
+    return true;
+  }
+  if (kind == kChannelDone) {
+    if (--pending_ == 0) finish_op(sim);
+    return true;
+  }
+  if (kind == kP2pDone) {
+    finish_op(sim);
+    return true;
+  }
+  return false;
+}
+
+void OpRunner::finish_op(engine::Simulation& sim) {
+  result_.end = sim.now();
+  running_ = false;
+  pending_ = 0;
+}
+
+// ---- the `nccl` workload ----
+
+namespace {
+
+constexpr Param kNcclWorkloadParams[] = {
+    engine::kWorkloadTypeParam,
+    engine::kWorkloadNameParam,
+    engine::kWorkloadStartParam,
+    engine::kWorkloadAfterParam,
+    {.key = "collective",
+     .type = ParamType::Choice,
+     .help = "the NCCL collective",
+     .choices = "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|alltoallv|gather|"
+                "scatter|sendrecv"},
+    {.key = "ranks",
+     .type = ParamType::Any,
+     .fallback = "all",
+     .help = "GPUs of the communicator, in rank order",
+     .choices = "GPU selection"},
+    {.key = "bytes",
+     .type = ParamType::Bytes,
+     .help = "size as nccl-tests counts it: the buffer of AllReduce, Broadcast, Reduce and "
+             "Send/Recv; the total of AllGather, ReduceScatter, AlltoAll, Gather and Scatter",
+     .check = Check::Positive},
+    {.key = "root",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "root rank (index in ranks) of Broadcast, Reduce, Gather and Scatter",
+     .check = Check::NonNegative},
+    {.key = "iterations",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "operations run back to back; the figures are their mean",
+     .check = Check::Positive},
+    {.key = "imbalance",
+     .type = ParamType::Number,
+     .fallback = "0",
+     .help = "AlltoAllv: each pair's size is uniform in mean x [1 - imbalance, 1 + imbalance]",
+     .check = Check::NonNegative},
+    {.key = "nccl",
+     .type = ParamType::Section,
+     .help = "NCCL settings for this workload, over the scenario's",
+     .choices = "see nccl",
+     .optional = true},
+};
+
+class NcclWorkload final : public engine::Workload {
+ public:
+  NcclWorkload(std::string name, OpRunner runner, Collective c, int64_t bytes, int root,
+               int iterations, double imbalance, uint64_t seed)
+      : Workload(std::move(name)),
+        runner_(std::move(runner)),
+        collective_(c),
+        bytes_(bytes),
+        root_(root),
+        iterations_(iterations),
+        imbalance_(imbalance),
+        seed_(seed) {}
+
+  std::string_view type() const override { return "nccl"; }
+  void start(engine::Simulation& sim, engine::WorkloadId id) override { next(sim, id); }
+  void on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override {
+    runner_.on_transfer_done(sim, id, tag);
+    check(sim, id);
+  }
+  void on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override {
+    runner_.on_timer(sim, id, tag);
+    check(sim, id);
+  }
+  void figures(engine::WorkloadFigures& out, Time) const override {
+    if (ops_.empty()) return;
+    double mean_s = 0;
+    for (const OpResult& r : ops_)
+      mean_s += seconds(r.duration());
+    mean_s /= static_cast<double>(ops_.size());
+    const int n = runner_.communicator().nranks();
+    const double algbw = static_cast<double>(bytes_) / mean_s * 1e-9;
+    out.add("ranks", n);
+    out.add("time_us", mean_s * 1e6);
+    out.add("algbw_GBps", algbw);
+    out.add("busbw_GBps", algbw * busbw_factor(collective_, n));
+    out.add("channels", ops_.front().channels);
+    out.add("nccl_model_us", ops_.front().model_us);
+    out.note("collective", std::string(collective_name(collective_)));
+    out.note("algorithm",
+             is_p2p(collective_) ? "p2p" : std::string(algorithm_name(ops_.front().algorithm)));
+    out.note("protocol", std::string(protocol_name(ops_.front().protocol)));
+  }
+
+ private:
+  void next(engine::Simulation& sim, engine::WorkloadId id) {
+    runner_.start(sim, id, collective_, bytes_, root_, imbalance_,
+                  seed_ + static_cast<uint64_t>(ops_.size()));
+  }
+  void check(engine::Simulation& sim, engine::WorkloadId id) {
+    if (!runner_.done()) return;
+    ops_.push_back(runner_.result());
+    if (static_cast<int>(ops_.size()) == iterations_) {
+      sim.finish(id);
+    } else {
+      next(sim, id);
+    }
+  }
+
+  OpRunner runner_;
+  Collective collective_;
+  int64_t bytes_;
+  int root_;
+  int iterations_;
+  double imbalance_;
+  uint64_t seed_;
+  std::vector<OpResult> ops_;
+};
+
+}  // namespace
+
+const ParamTable kNcclWorkloadTable{
+    "workload (type: nccl)",
+    "One NCCL collective as NCCL runs it (channels, rings, trees, protocols, QPs, PXN), "
+    "repeated `iterations` times.",
+    kNcclWorkloadParams};
+
+std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput& in,
+                                                     const NcclConfig& scenario_nccl) {
+  std::vector<fabric::NodeId> ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
+  const Collective c = *parse_collective(in.spec.choice("collective"));
+  const auto root = static_cast<int>(in.spec.integer("root"));
+  if (root >= static_cast<int>(ranks.size())) {
+    in.spec.fail("root", fmt::format("a rank index below {}", ranks.size()), std::to_string(root));
+  }
+  const double imbalance = in.spec.number("imbalance");
+  if (imbalance >= 1) in.spec.fail("imbalance", "a value in [0, 1)", std::to_string(imbalance));
+  NcclConfig cfg = scenario_nccl;
+  if (in.spec.has("nccl")) cfg = read_nccl(in.spec.section("nccl", nccl_table()), cfg, true);
+  return std::make_unique<NcclWorkload>(
+      in.name, OpRunner(in.fabric, std::move(ranks), cfg), c, in.spec.bytes("bytes").count(), root,
+      static_cast<int>(in.spec.integer("iterations")), imbalance, in.seed ^ fnv1a64(in.name));
+}
+
+}  // namespace rocesim::collectives::nccl

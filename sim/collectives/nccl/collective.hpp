@@ -1,0 +1,145 @@
+// One NCCL operation on the simulated fabric, as NCCL runs it.
+//
+// Algorithm and protocol come from NCCL_ALGO / NCCL_PROTO or, when open, from NCCL's tuning model
+// (tuning.hpp). The data is split over channels (2 per NIC of a server by default, within
+// NCCL_MIN/MAX_NCHANNELS, fewer for small messages as NCCL does). Each channel of a ring, tree,
+// chain or CollNet operation is a pipeline: NCCL cuts the channel's data into chunks, each ring
+// step moves one chunk per edge, and a rank forwards a chunk slice by slice (Simple) or line by
+// line (LL, LL128) as it arrives, so every edge of the channel streams the same bytes at the
+// pace of the slowest. rocesim therefore moves a channel as ONE fluid flow across the union of
+// its edges' links (Simulation::pipeline): its rate is the max-min share of its slowest edge,
+// with every other flow of the fabric competing, and each link carries its weight of the
+// channel's bytes (edges on the link, the QP split, protocol overhead). Receiver-driven
+// admission caps it: a sender may only have one connection buffer of data unacknowledged, and
+// the credit comes back after a round trip, so the rate is at most buffer / (2 L) on every edge
+// of one-way latency L.
+//
+// What the fluid flow does not see is the pipeline's start and step structure; it is added when
+// the bandwidth phase ends, from the rate r the channel achieved:
+//  * rings (AllReduce 2(n-1) steps per loop, AllGather and ReduceScatter n-1), with K steps of c
+//    bytes, slices of s bytes and per-edge step latency L_e (the path's latency plus NCCL's
+//    per-hop latency for the protocol): a rank starts step k+1 when it has sent step k and the
+//    first slice of step k has arrived from upstream, so each step costs max(c/r, s/r + L_e),
+//    and the fill is  F = (K-1)/E * sum_e max(0, s/r + L_e - c/r) + mean_e L_e  over the ring's E
+//    edges (K = 1: one latency; latency-bound K(c/r + L); bandwidth-bound just L);
+//  * chains and trees (Broadcast, Reduce, Tree and CollNet AllReduce), a pipeline of depth H hops
+//    along the critical path (up from the deepest node and down again for trees):
+//    F = sum_h L_h + (H-1) s/r.
+// Every operation also pays a launch latency (NCCL's baseLat for the algorithm and protocol, or
+// `launch_latency`).
+//
+// AlltoAll(v), Gather, Scatter and Send/Recv are point-to-point: one transfer per pair of ranks
+// (through the PXN relay on the receiver's rail), each capped by its window of 8 chunks of
+// NCCL_P2P_NET_CHUNKSIZE over the round trip, plus NCCL's network hop latency.
+//
+// Scope: no NVLS or PAT algorithms; LL128 is offered wherever NCCL's model allows it; GPU
+// compute for reductions is not modelled (NVLink and NICs bound the collectives modelled here).
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/collectives/nccl/layout.hpp"
+#include "sim/collectives/nccl/nccl.hpp"
+#include "sim/collectives/nccl/tuning.hpp"
+#include "sim/engine/simulation.hpp"
+#include "sim/engine/workload_params.hpp"
+
+namespace rocesim::collectives::nccl {
+
+struct OpResult {
+  Collective collective = Collective::AllReduce;
+  int64_t bytes = 0;
+  Algorithm algorithm = Algorithm::Ring;
+  Protocol protocol = Protocol::Simple;
+  int channels = 0;
+  double model_us = 0;  // NCCL's own estimate (tuning model), for comparison
+  Time start{}, end{};
+  Time duration() const { return end - start; }
+};
+
+/// nccl-tests' bus-bandwidth factor of a collective on n ranks (busbw = algbw * factor).
+double busbw_factor(Collective c, int n);
+
+/// Runs NCCL operations for a workload on one communicator. The owning workload forwards its
+/// transfer and timer callbacks; tags below kTagLimit are free for the owner.
+class OpRunner {
+ public:
+  static constexpr uint64_t kTagLimit = uint64_t{1} << 56;
+
+  OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks, const NcclConfig& config);
+
+  /// Starts an operation now. `root` is a rank index (Broadcast, Reduce, Gather, Scatter);
+  /// `imbalance` in [0, 1) spreads AlltoAllv pair sizes uniformly around their mean.
+  void start(engine::Simulation& sim, engine::WorkloadId id, Collective c, int64_t bytes,
+             int root = 0, double imbalance = 0, uint64_t seed = 0);
+  /// Returns true when the callback belonged to the runner; `done()` then tells whether the
+  /// operation has finished.
+  bool on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag);
+  bool on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag);
+  bool done() const { return pending_ == 0 && !running_; }
+  const OpResult& result() const { return result_; }
+  const Communicator& communicator() const { return comm_; }
+  const NcclConfig& config() const { return config_; }
+  /// Channels an operation of `bytes` would use with a protocol.
+  int channels_for(int64_t bytes, Protocol p) const;
+
+ private:
+  struct Channel {
+    std::vector<engine::ConnectionId> legs;
+    std::vector<double> latency_us;  // per leg: path latency + NCCL's hop latency
+    bool ring = true;                // ring formula; otherwise chain/tree
+    double hops_latency_us = 0;      // chain/tree: summed latency along the critical path
+    int hops = 0;                    // chain/tree: depth H
+    double steps = 0, chunk = 0, slice = 0, wire_bytes = 0;  // ring: K, c, s; all: bytes
+    Time data_start{};
+  };
+  enum Kind : uint64_t { kLaunch = 1, kPipeline = 2, kChannelDone = 3, kP2p = 4, kP2pDone = 5 };
+  static uint64_t tag(Kind k, uint64_t i) { return kTagLimit * k + i; }
+
+  engine::ConnectionId connection(engine::Simulation& sim, const Edge& e, int64_t message);
+  TuningInput tuning_input(Collective c, int channels) const;
+  void launch_data(engine::Simulation& sim, engine::WorkloadId id);
+  void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
+  void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
+                uint64_t seed);
+  double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
+  void finish_op(engine::Simulation& sim);
+
+  const fabric::Fabric& f_;
+  Communicator comm_;
+  NcclConfig config_;
+  const TuningTables& tables_;
+  struct EdgeKey {
+    fabric::NodeId src, dst, relay;
+    int64_t message;
+    bool operator==(const EdgeKey&) const = default;
+  };
+  struct EdgeHash {
+    size_t operator()(const EdgeKey& k) const {
+      uint64_t h = (static_cast<uint64_t>(k.src) << 32) ^ k.dst;
+      h = h * 0x9E3779B97F4A7C15ull ^ k.relay;
+      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.message);
+      return static_cast<size_t>(h ^ (h >> 31));
+    }
+  };
+  std::unordered_map<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
+
+  // The operation in progress.
+  OpResult result_;
+  bool running_ = false;
+  size_t pending_ = 0;
+  std::vector<Channel> channels_;
+  std::vector<std::pair<engine::ConnectionId, int64_t>> p2p_;  // pair transfers
+  double p2p_tail_us_ = 0;
+};
+
+// ---- workloads ----
+
+extern const ParamTable kNcclWorkloadTable;
+/// `type: nccl`: one collective, repeated `iterations` times back to back.
+std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput& in,
+                                                     const NcclConfig& scenario_nccl);
+
+}  // namespace rocesim::collectives::nccl
