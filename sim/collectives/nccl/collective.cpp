@@ -103,8 +103,9 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   return in;
 }
 
-engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message) {
-  const EdgeKey key{e.src, e.dst, e.relay, message};
+engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message,
+                                          int channel) {
+  const EdgeKey key{e.src, e.dst, e.relay, message, channel};
   auto it = connections_.find(key);
   if (it != connections_.end()) return it->second;
   engine::ConnectionSpec spec;
@@ -192,7 +193,13 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.ring = true;
       chan.steps = loops * steps;
       chan.chunk = c_data / traits.efficiency;
-      chan.slice = std::min(slice_data, c_data) / traits.efficiency;
+      // NCCL's primitives cut a chunk into its slices (2 for Simple), each at least 1/32 of a
+      // full slice, however small the chunk.
+      chan.slice =
+          traits.slices
+              ? std::min(c_data, std::max(c_data / (kChunkSteps / kSliceSteps), slice_data / 32))
+              : std::min(slice_data, c_data);
+      chan.slice /= traits.efficiency;
       chan.wire_bytes = chan.steps * chan.chunk;
     } else if (bcast_like) {
       edges = comm_.chain(ch, root_gpu, c == Collective::Reduce, config_.pxn);
@@ -200,25 +207,22 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.hops = static_cast<int>(edges.size());
       chan.slice = std::min(slice_data, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
-    } else if (a == Algorithm::Tree) {
-      const Communicator::Tree t = comm_.tree(ch);
+    } else {
+      // Tree: up the chains and the tree, and down again; CollNet: the chains inside nodes (the
+      // leaders' legs through the switches are added below). One slice per chunk.
+      const bool tree = a == Algorithm::Tree;
+      const Communicator::Tree t = tree ? comm_.tree(ch) : comm_.collnet_chains(ch);
       edges = t.up;
       edges.insert(edges.end(), t.down.begin(), t.down.end());
       chan.ring = false;
-      chan.hops = 2 * (t.intra + t.depth);
-      chan.slice = std::min(slice_data, data) / traits.efficiency;
-      chan.wire_bytes = data / traits.efficiency;
-    } else {  // CollNet: chains inside nodes, leaders reduce through the switches
-      const Communicator::Tree t = comm_.collnet_chains(ch);
-      edges = t.up;
-      edges.insert(edges.end(), t.down.begin(), t.down.end());
-      chan.ring = false;
-      chan.hops = 2 * t.intra + 2;
-      chan.slice = std::min(slice_data, data) / traits.efficiency;
+      chan.hops = tree ? 2 * (t.intra + t.depth) : 2 * t.intra + 2;
+      const double slice =
+          traits.slices ? tree_chunk(static_cast<double>(bytes), step_data, tree) : slice_data;
+      chan.slice = std::min(slice, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
     }
     for (const Edge& e : edges)
-      chan.legs.push_back(connection(sim, e, message));
+      chan.legs.push_back(connection(sim, e, message, ch));
     double net_max = 0, nvlink_max = 0, sum = 0;
     for (size_t i = 0; i < edges.size(); ++i) {
       const double l = leg_latency_us(sim, chan.legs[i], edges[i].network);
@@ -281,6 +285,31 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
   }
 }
 
+double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
+  // NCCL (enqueue.cc) moves Tree and CollNet data with Simple in chunks of one step, halved
+  // while the operation has too few chunks per channel to fill the pipeline: below 8, 4 and 1
+  // chunks per level of depth for Tree (down to 128, 64 and 32 KiB), 16 and 4 for CollNet (down
+  // to 128 and 64 KiB). NCCL's depth estimate: ranks per node - 1 + floor(log2(nodes)) for the
+  // tree, ranks per node for CollNet's chains.
+  const double depth = tree ? comm_.ppn() - 1 + std::floor(std::log2(comm_.nnodes()))
+                            : static_cast<double>(comm_.ppn());
+  const double per_channel = bytes / result_.channels;
+  double chunk = step;
+  auto shrink = [&](double per_level, double floor_bytes) {
+    while (per_channel / chunk < depth * per_level && chunk > floor_bytes)
+      chunk /= 2;
+  };
+  if (tree) {
+    shrink(8, 128 << 10);
+    shrink(4, 64 << 10);
+    shrink(1, 32 << 10);
+  } else {
+    shrink(16, 128 << 10);
+    shrink(4, 64 << 10);
+  }
+  return chunk;
+}
+
 void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root,
                         double imbalance, uint64_t seed) {
   const int n = comm_.nranks();
@@ -299,7 +328,7 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
         }
       }
     }
-    p2p_.emplace_back(connection(sim, e, message), b);
+    p2p_.emplace_back(connection(sim, e, message, kP2pChannel), b);
   };
   switch (c) {
     case Collective::AllToAll:
@@ -506,6 +535,10 @@ class NcclWorkload final : public engine::Workload {
     out.add("time_us", mean_s * 1e6);
     out.add("algbw_GBps", algbw);
     out.add("busbw_GBps", algbw * busbw_factor(collective_, n));
+    if (ops_.front().algorithm == Algorithm::CollNet && !is_p2p(collective_)) {
+      // In-network reduction: every rank sends its data once and receives the result once.
+      out.add("collnet_busbw_GBps", algbw);
+    }
     out.add("channels", ops_.front().channels);
     out.add("nccl_model_us", ops_.front().model_us);
     out.note("collective", std::string(collective_name(collective_)));

@@ -24,7 +24,8 @@
 //    edges (K = 1: one latency; latency-bound K(c/r + L); bandwidth-bound just L);
 //  * chains and trees (Broadcast, Reduce, Tree and CollNet AllReduce), a pipeline of depth H hops
 //    along the critical path (up from the deepest node and down again for trees):
-//    F = sum_h L_h + (H-1) s/r.
+//    F = sum_h L_h + (H-1) s/r. Trees and CollNet forward whole chunks (one step, halved for
+//    operations too small to fill the pipeline, as NCCL does), chains one step at a time.
 // Every operation also pays a launch latency (NCCL's baseLat for the algorithm and protocol, or
 // `launch_latency`).
 //
@@ -98,10 +99,16 @@ class OpRunner {
   enum Kind : uint64_t { kLaunch = 1, kPipeline = 2, kChannelDone = 3, kP2p = 4, kP2pDone = 5 };
   static uint64_t tag(Kind k, uint64_t i) { return kTagLimit * k + i; }
 
-  engine::ConnectionId connection(engine::Simulation& sim, const Edge& e, int64_t message);
+  /// The connection of an edge on a channel, made on first use and kept for later operations
+  /// (NCCL connects each channel's peers once). Point-to-point pairs use kP2pChannel.
+  engine::ConnectionId connection(engine::Simulation& sim, const Edge& e, int64_t message,
+                                  int channel);
+  static constexpr int kP2pChannel = -1;
   TuningInput tuning_input(Collective c, int channels) const;
   void launch_data(engine::Simulation& sim, engine::WorkloadId id);
   void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
+  /// Data per chunk (= slice) of a Tree or CollNet operation with Simple.
+  double tree_chunk(double bytes, double step, bool tree) const;
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
@@ -114,6 +121,7 @@ class OpRunner {
   struct EdgeKey {
     fabric::NodeId src, dst, relay;
     int64_t message;
+    int channel;
     bool operator==(const EdgeKey&) const = default;
   };
   struct EdgeHash {
@@ -121,6 +129,7 @@ class OpRunner {
       uint64_t h = (static_cast<uint64_t>(k.src) << 32) ^ k.dst;
       h = h * 0x9E3779B97F4A7C15ull ^ k.relay;
       h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.message);
+      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint32_t>(k.channel);
       return static_cast<size_t>(h ^ (h >> 31));
     }
   };

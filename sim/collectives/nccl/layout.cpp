@@ -138,6 +138,10 @@ std::vector<Edge> Communicator::chain(int channel, fabric::NodeId root, bool to_
   return out;
 }
 
+int Communicator::tree_of_channel(int channel) const {
+  return (channel / nics_) % 2;
+}
+
 std::vector<fabric::NodeId> Communicator::leaders(int channel) const {
   std::vector<fabric::NodeId> out;
   for (int k = 0; k < nnodes(); ++k)
@@ -163,16 +167,16 @@ Communicator::Tree Communicator::tree(int channel) const {
   Tree t = collnet_chains(channel);
   const int n = nnodes();
   const std::vector<fabric::NodeId> lead = leaders(channel);
+  const int which = tree_of_channel(channel);
   std::vector<int> depth(n, 0);
-  // Parents first: depth of k = depth of its parent + 1 (walk up; the tree has no cycles).
   for (int k = 0; k < n; ++k) {
-    int d = 0;
-    for (int x = k; dtree(n, x, channel % 2).parent != -1; x = dtree(n, x, channel % 2).parent) {
+    int d = 0;  // network hops from node k up to the root
+    for (int x = k; dtree(n, x, which).parent != -1; x = dtree(n, x, which).parent) {
       ++d;
       ROCESIM_CHECK(d <= n, "the double binary tree has a cycle");
     }
     depth[k] = d;
-    const int parent = dtree(n, k, channel % 2).parent;
+    const int parent = dtree(n, k, which).parent;
     if (parent != -1) {
       t.up.push_back(edge(lead[k], lead[parent], false));
       t.down.push_back(edge(lead[parent], lead[k], false));

@@ -9,9 +9,11 @@
 //    GPU of its own node, whose NIC sends it: every network hop of the channel stays on rail r
 //    (NCCL's rings "enter and leave a node through the same NIC"). Without PXN the last GPU's own
 //    NIC sends, across rails.
-//  * Tree channel c: NCCL's double binary tree over the nodes (channels alternate between its two
-//    trees); inside a node the GPUs form a chain ending at the rail-r GPU, which talks to the
-//    parent and child nodes.
+//  * Tree channel c: one of the two trees of NCCL's double binary tree over the nodes. Like NCCL
+//    (which duplicates its channels and gives the copies the second tree), channels 0 .. NICs-1
+//    use tree 0 and the next NICs channels tree 1, so each NIC serves one channel of each tree
+//    and a node that is an inner node of one tree is a leaf of the other. Inside a node the GPUs
+//    form a chain ending at the rail-r GPU, which talks to the parent and child nodes.
 //  * Chains (Broadcast, Reduce) follow the ring from or to the root.
 //  * CollNet: the chains inside nodes, and the node leaders reducing through the switches: the
 //    aggregation root is the switch closest (in hops) to every leader's first switch.
@@ -77,6 +79,8 @@ class Communicator {
     int intra = 0;           // NVLink hops of a node's chain
   };
   Tree tree(int channel) const;
+  /// Which tree of the double binary tree a channel uses (0 or 1).
+  int tree_of_channel(int channel) const;
 
   /// The chain edges of CollNet (inside nodes, both directions) and the node leaders.
   Tree collnet_chains(int channel) const;

@@ -1,0 +1,632 @@
+// The NCCL model: how a communicator is laid out (rings, trees, PXN), the closed forms of the
+// collectives on idle fabrics, and the behaviour users rely on it for (ring versus tree, QP
+// scaling, hierarchical versus flat, protocols, credit windows, in-network reduction).
+//
+// Closed forms switch NCCL's own latencies off (`hop_latency_factor: 0`, `launch_latency: 0s`)
+// so that every term comes from the fabric, whose latencies are chosen to be known:
+//   NVLink edge (GPU -> NVSwitch -> GPU):                    L_nvl = 2 v            = 0.5 us
+//   network edge through a PXN relay (GPU -> NVSwitch -> relay GPU -> PCIe -> NIC -> rail leaf
+//   -> NIC -> PCIe -> GPU):                                  L_pxn = 2v + 2p + 2n + f = 2.3 us
+//   network edge from a GPU on the destination's rail:      L_net = 2p + 2n + f      = 1.8 us
+// with NVLink latency v = 250 ns, PCIe p = 500 ns, NIC cable n = 100 ns, rail leaf f = 600 ns.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/collectives/nccl/collective.hpp"
+#include "sim/collectives/nccl/layout.hpp"
+#include "sim/collectives/nccl/tuning.hpp"
+#include "sim/scenario/yaml_source.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace rocesim::collectives::nccl {
+namespace {
+
+using test::contains;
+
+constexpr double kV = 0.25e-6, kP = 0.5e-6, kN = 0.1e-6, kF = 0.6e-6;
+constexpr double kB = 400e9 / 8;  // NIC bytes/s
+constexpr double kLnvl = 2 * kV;
+constexpr double kLpxn = 2 * kV + 2 * kP + 2 * kN + kF;
+constexpr double kLnet = 2 * kP + 2 * kN + kF;
+constexpr double kMiB = 1024.0 * 1024;
+constexpr double kGiB = 1024 * kMiB;
+
+/// One rack: every NIC of `nodes` servers on one leaf (non-blocking, one switch between NICs).
+std::string rack_topology(int nodes, int gpus) {
+  return fmt::format(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: {0}
+  node: {{gpus: {1}, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
+          nvlink_bandwidth: 450GB/s, nvlink_latency: 250ns}}
+  leaf: {{uplinks: 4, latency: 600ns}}
+  spine: {{count: 4, latency: 3us}}
+  nic_link_latency: 100ns
+  link_latency: 1us
+)",
+                     nodes, gpus);
+}
+
+/// A rail-optimized fabric: `nodes` servers of `gpus` GPUs (one NIC each), one leaf per rail
+/// holding every server, so every pair of same-rail NICs is one switch apart (non-blocking).
+std::string rail_topology(int nodes, int gpus) {
+  return fmt::format(R"(topology:
+  type: rail_optimized
+  nodes: {0}
+  nodes_per_leaf: {0}
+  node: {{gpus: {1}, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
+          nvlink_bandwidth: 450GB/s, nvlink_latency: 250ns}}
+  leaf: {{uplinks: 4, latency: 600ns}}
+  spine: {{count: 4, latency: 3us}}
+  nic_link_latency: 100ns
+  link_latency: 1us
+)",
+                     nodes, gpus);
+}
+
+constexpr const char* kNoNcclLatency =
+    "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple}\n";
+
+struct Figures {
+  std::map<std::string, double> values;
+  std::map<std::string, std::string> notes;
+  double seconds = 0;  // the workload's completion time
+  double operator[](const std::string& k) const { return values.at(k); }
+};
+
+/// Runs a scenario and returns the figures of every workload by name.
+std::map<std::string, Figures> run(const std::string& yaml, uint64_t seed = 1) {
+  auto r = test::scenario_from_yaml(yaml, seed);
+  r->run();
+  std::map<std::string, Figures> out;
+  for (const metrics::WorkloadResult& w : r->recorder->workloads()) {
+    Figures& f = out[w.name];
+    for (const auto& [k, v] : w.figures.values)
+      f.values[k] = v;
+    for (const auto& [k, v] : w.figures.notes)
+      f.notes[k] = v;
+    f.seconds = (w.end - w.start).in_seconds();
+  }
+  return out;
+}
+
+Figures run_one(const std::string& topology, const std::string& nccl, const std::string& workload,
+                uint64_t seed = 1) {
+  return run(fmt::format("{}{}workloads:\n  - {{name: w, type: nccl, {}}}\n", topology, nccl,
+                         workload),
+             seed)
+      .at("w");
+}
+
+// ---- NCCL's trees ----
+
+TEST(NcclTrees, BinaryTreeMatchesNcclsExampleOfFourteenRanks) {
+  // src/graph/trees.cc draws the tree of 14 ranks: 0 -> 8; 8 -> 4, 12; 4 -> 2, 6; 12 -> 10, 13;
+  // 2 -> 1, 3; 6 -> 5, 7; 10 -> 9, 11. Rank 0 is the root with a single child.
+  const std::map<int, std::vector<int>> children = {
+      {0, {8}}, {8, {4, 12}}, {4, {2, 6}}, {12, {10, 13}}, {2, {1, 3}}, {6, {5, 7}}, {10, {9, 11}}};
+  for (int r = 0; r < 14; ++r) {
+    const BtreeLinks l = btree(14, r);
+    std::vector<int> got;
+    for (int c : {l.child0, l.child1})
+      if (c != -1) got.push_back(c);
+    std::sort(got.begin(), got.end());
+    const auto it = children.find(r);
+    EXPECT_EQ(got, it == children.end() ? std::vector<int>{} : it->second) << "rank " << r;
+    for (int c : got)
+      EXPECT_EQ(btree(14, c).parent, r) << "child " << c << " of " << r;
+  }
+  EXPECT_EQ(btree(14, 0).parent, -1);
+}
+
+TEST(NcclTrees, DoubleBinaryTreeSpansAllRanksAndEvenSizesSwapLeavesAndInnerNodes) {
+  // Both trees are spanning trees of arity <= 2 rooted at one rank, parents and children
+  // consistent, depth <= ceil(log2 n) + 1. For even n tree 1 mirrors tree 0: the leaves of tree
+  // 0 are the odd ranks and those of tree 1 the even ones, so every rank is an inner node of
+  // exactly one tree (the point of the double tree: each rank sends and receives about one
+  // tree's worth of data).
+  for (int n = 1; n <= 64; ++n) {
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        const BtreeLinks l = dtree(n, r, t);
+        if (l.parent == -1) ++roots;
+        for (int c : {l.child0, l.child1}) {
+          if (c == -1) continue;
+          ASSERT_GE(c, 0);
+          ASSERT_LT(c, n);
+          EXPECT_EQ(dtree(n, c, t).parent, r) << "n " << n << " tree " << t;
+        }
+        int depth = 0;
+        for (int x = r; dtree(n, x, t).parent != -1; x = dtree(n, x, t).parent) {
+          ASSERT_LE(++depth, n) << "cycle, n " << n;
+        }
+        EXPECT_LE(depth, std::ceil(std::log2(std::max(n, 1))) + 1) << "n " << n;
+      }
+      EXPECT_EQ(roots, 1) << "n " << n << " tree " << t;
+    }
+    if (n % 2 == 0 && n > 1) {
+      for (int r = 0; r < n; ++r) {
+        auto inner = [&](int t) {
+          const BtreeLinks l = dtree(n, r, t);
+          return l.child0 != -1 || l.child1 != -1;
+        };
+        EXPECT_NE(inner(0), inner(1)) << "n " << n << " rank " << r;
+      }
+    }
+  }
+}
+
+// ---- layout on a rail-optimized fabric ----
+
+TEST(NcclLayout, RingsStayOnTheirRailWithPxnAndCrossRailsWithout) {
+  // 4 servers x 8 GPUs: ring channel c enters every server at the GPU on rail r = c mod 8 and
+  // visits the other seven over NVLink; the one network edge per server goes from the server's
+  // last GPU to the next server's rail-r GPU. With PXN the last GPU hands the data to its own
+  // rail-r GPU, whose NIC sends: every network hop stays on rail r. Without PXN the last GPU's
+  // own NIC (rail r - 1 mod 8) sends, to a NIC on rail r.
+  const fabric::Fabric f = test::fabric_from_yaml(rail_topology(4, 8).substr(10));
+  std::vector<fabric::NodeId> ranks;
+  for (fabric::NodeId g = 0; g < f.node_count(); ++g)
+    if (f.node(g).kind == fabric::NodeKind::Gpu) ranks.push_back(g);
+  const Communicator comm(f, ranks);
+  ASSERT_EQ(comm.nranks(), 32);
+  ASSERT_EQ(comm.nnodes(), 4);
+  ASSERT_EQ(comm.nics_per_node(), 8);
+  for (int c = 0; c < 16; ++c) {
+    const int rail = c % 8;
+    const std::vector<fabric::NodeId> order = comm.ring_order(c);
+    EXPECT_EQ(std::set<fabric::NodeId>(order.begin(), order.end()).size(), 32u);
+    for (const bool pxn : {true, false}) {
+      int network = 0;
+      for (const Edge& e : comm.ring(c, pxn)) {
+        if (!e.network) {
+          EXPECT_EQ(f.node(e.src).server, f.node(e.dst).server);
+          continue;
+        }
+        ++network;
+        EXPECT_EQ(comm.rail_of(e.dst), rail);
+        const fabric::NodeId sender = e.relay == fabric::kNone ? e.src : e.relay;
+        EXPECT_EQ(f.node(sender).server, f.node(e.src).server);
+        EXPECT_EQ(comm.rail_of(sender), pxn ? rail : (rail + 7) % 8) << "channel " << c;
+      }
+      EXPECT_EQ(network, 4);
+    }
+  }
+}
+
+TEST(NcclLayout, EachNicServesOneChannelOfEachTree) {
+  // NCCL duplicates its channels and gives the copies the second tree of the double binary
+  // tree: with 8 NICs, channels 0-7 use tree 0 and 8-15 tree 1, so channel c and c + 8 share
+  // rail c and use different trees.
+  const fabric::Fabric f = test::fabric_from_yaml(rail_topology(4, 8).substr(10));
+  std::vector<fabric::NodeId> ranks;
+  for (fabric::NodeId g = 0; g < f.node_count(); ++g)
+    if (f.node(g).kind == fabric::NodeKind::Gpu) ranks.push_back(g);
+  const Communicator comm(f, ranks);
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_EQ(comm.tree_of_channel(c), 0);
+    EXPECT_EQ(comm.tree_of_channel(c + 8), 1);
+    EXPECT_EQ(comm.leaders(c), comm.leaders(c + 8));
+  }
+  // A tree channel: 3 network edges up and 3 down (4 nodes), 7 NVLink edges each way per node.
+  const Communicator::Tree t = comm.tree(0);
+  EXPECT_EQ(t.up.size(), 3u + 4 * 7);
+  EXPECT_EQ(t.down.size(), t.up.size());
+  EXPECT_EQ(t.intra, 7);
+  EXPECT_EQ(t.depth, 2);  // btree(4): 0 -> 2 -> 1, 3
+}
+
+// ---- closed forms on an idle fabric ----
+
+struct RingCase {
+  const char* collective;
+  double steps_per_rank;  // wire bytes per data byte of a channel: 2(n-1)/n or (n-1)/n
+  double busbw_factor;
+};
+
+class NcclRingClosedForm : public testing::TestWithParam<RingCase> {};
+
+TEST_P(NcclRingClosedForm, OnAnIdleRailFabric) {
+  // 4 servers x 8 GPUs x 8 NICs, n = 32 ranks, S = 1 GiB, Ring/Simple, 16 channels (2 per NIC).
+  // Channel c moves S/16 bytes; its ring of 32 edges carries f S/16 wire bytes (f = 2(n-1)/n
+  // for AllReduce, (n-1)/n for AllGather and ReduceScatter) at the pace of its slowest edge. The
+  // rail-r NIC of every server sends the network edges of channels r and r + 8: each channel
+  // gets B/2 (NVLink carries at most 16 x B/2 = 400 GB/s < 450 GB/s per GPU). Bandwidth term:
+  // f (S/16) / (B/2) = f S / (8 B).
+  // Pipeline fill: chunks of 2 MiB and slices of 1 MiB (NCCL_BUFFSIZE 4 MiB / 8 steps x 4 and
+  // x 2), so a slice plus an edge latency (< 3 us) always takes less than a chunk (42 us at
+  // B/2): no step waits for its upstream, and the fill is the mean edge latency
+  //   (28 L_nvl + 4 L_pxn) / 32.
+  const RingCase rc = GetParam();
+  const double n = 32, s = kGiB;
+  const Figures w =
+      run_one(rail_topology(4, 8), kNoNcclLatency,
+              fmt::format("collective: {}, bytes: 1GiB, nccl: {{NCCL_ALGO: Ring}}", rc.collective));
+  const double expected = rc.steps_per_rank * s / (8 * kB) + (28 * kLnvl + 4 * kLpxn) / n;
+  EXPECT_NEAR(w.seconds, expected, 2e-9);
+  EXPECT_NEAR(w["time_us"] * 1e-6, expected, 2e-9);
+  EXPECT_EQ(w["channels"], 16);
+  EXPECT_EQ(w.notes.at("algorithm"), "Ring");
+  EXPECT_EQ(w.notes.at("protocol"), "Simple");
+  // nccl-tests: algbw = S / t, busbw = algbw x factor, which tends to the NIC rate x 8 NICs.
+  EXPECT_NEAR(w["algbw_GBps"], s / expected * 1e-9, 1e-6);
+  EXPECT_NEAR(w["busbw_GBps"], s / expected * rc.busbw_factor * 1e-9, 1e-6);
+  EXPECT_NEAR(w["busbw_GBps"], 8 * kB * 1e-9, 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, NcclRingClosedForm,
+                         testing::Values(RingCase{"allreduce", 2 * 31.0 / 32, 2 * 31.0 / 32},
+                                         RingCase{"allgather", 31.0 / 32, 31.0 / 32},
+                                         RingCase{"reducescatter", 31.0 / 32, 31.0 / 32}),
+                         [](const auto& p) { return std::string(p.param.collective); });
+
+TEST(NcclClosedForm, AllToAllOnANonBlockingFabric) {
+  // AlltoAll of S = 1 GiB (nccl-tests: what every rank sends in total) on N = 4 servers x 8
+  // GPUs: every rank sends S/32 to every other rank. With PXN the data for a GPU on rail r
+  // leaves through the sender server's rail-r NIC, which thus sends 8 x (N-1) pairs of S/32 =
+  // (N-1)/N x S bytes; every NIC is equally loaded and shares B max-min among its pairs, so all
+  // network pairs end together at (N-1)/N x S / B. The last byte arrives one path latency later:
+  // a relayed pair's L_pxn. NVLink pairs finish earlier (450 GB/s), and the per-pair window
+  // (8 chunks of 128 KiB per round trip, > 200 GB/s) never binds.
+  const double s = kGiB;
+  const Figures w =
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: alltoall, bytes: 1GiB");
+  const double expected = 3.0 / 4 * s / kB + kLpxn;
+  EXPECT_NEAR(w.seconds, expected, 2e-9);
+  EXPECT_EQ(w.notes.at("algorithm"), "p2p");
+  EXPECT_NEAR(w["busbw_GBps"], s / expected * 31 / 32 * 1e-9, 1e-6);
+}
+
+TEST(NcclClosedForm, GatherIsBoundByTheRootsNic) {
+  // Gather of S = 256 MiB to rank 0: each rank sends S/32. The 24 remote ranks' data arrives
+  // through the root server's rail-0 NIC (PXN puts it on rail 0 at the sender's server):
+  // 24 S/32 = 3/4 S at B, plus L_pxn for the last byte.
+  const double s = 256 * kMiB;
+  const Figures w =
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: gather, bytes: 256MiB");
+  EXPECT_NEAR(w.seconds, 0.75 * s / kB + kLpxn, 2e-9);
+}
+
+TEST(NcclClosedForm, SendRecvAroundTheRanks) {
+  // Send/Recv: rank i sends S to rank i+1. The four pairs that cross servers (GPU 7 of server k
+  // to GPU 0 of server k+1) each use a different rail-0 NIC through the sender's GPU 0: S / B +
+  // L_pxn. busbw = algbw for Send/Recv.
+  const double s = 256 * kMiB;
+  const Figures w =
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: sendrecv, bytes: 256MiB");
+  const double expected = s / kB + kLpxn;
+  EXPECT_NEAR(w.seconds, expected, 2e-9);
+  EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);
+}
+
+TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
+  // Broadcast of S = 1 GiB from rank 0, Simple: each channel is a chain of n - 1 = 31 edges
+  // along its ring from the root, moving S/16 at B/2 (the rail NICs carry two channels each):
+  // bandwidth term S / (8 B). A rank forwards each step (512 KiB, chunk = slice for Broadcast)
+  // as soon as it has it, so the last rank's data trails by the chain's latency plus 30 slices
+  // at B/2. The slowest channels (rails 1-7) enter the root's server through the root's NVLink
+  // predecessor, so their chain holds all 4 network edges: 27 L_nvl + 4 L_pxn.
+  const double s = kGiB, slice = 512 * 1024;
+  const Figures w =
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: broadcast, bytes: 1GiB");
+  const double expected = s / (8 * kB) + 27 * kLnvl + 4 * kLpxn + 30 * slice / (kB / 2);
+  EXPECT_NEAR(w.seconds, expected, 2e-9);
+  EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);  // factor 1
+}
+
+TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
+  // CollNet (SHARP-style) AllReduce on 4 single-GPU servers, 2 channels on the one NIC each:
+  // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch
+  // combines the streams, so a NIC link carries one stream per channel at B/2. Bandwidth term
+  // (S/2) / (B/2) = S / B, against 2(n-1)/n x S / B = 1.5 S / B for the ring: CollNet's own bus
+  // bandwidth factor is 1 (reported as collnet_busbw_GBps; busbw keeps nccl-tests' 2(n-1)/n).
+  // Fill: one leg's latency up and down through the leaf (2p + 2n + f = L_net) plus one chunk of
+  // 512 KiB at B/2 (2 hops: to the switch and back).
+  const double s = 256 * kMiB, chunk = 512 * 1024;
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
+  const Figures cn = run_one(rail_topology(4, 1), nccl,
+                             "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNet}");
+  EXPECT_EQ(cn.notes.at("algorithm"), "CollNet");
+  EXPECT_NEAR(cn.seconds, s / kB + kLnet + chunk / (kB / 2), 2e-9);
+  EXPECT_NEAR(cn["collnet_busbw_GBps"], cn["algbw_GBps"], 1e-12);
+  const Figures ring = run_one(rail_topology(4, 1), nccl,
+                               "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: Ring}");
+  EXPECT_NEAR(ring.seconds / cn.seconds, 1.5, 0.01);
+}
+
+TEST(NcclClosedForm, CreditWindowBoundsAChannelToOneBufferPerRoundTrip) {
+  // Two single-GPU servers, NIC cables of 25 us: one-way latency L = 2p + 2n + f = 51.6 us.
+  // NCCL_BUFFSIZE = 256 KiB: a channel may have one buffer unacknowledged per round trip, so it
+  // runs at r = 256 KiB / 2L = 2.5 GB/s, far below B/2. Ring AllReduce of S = 8 MiB, 2 ranks,
+  // 2 channels of D = 4 MiB; steps of 32 KiB, chunks c = 128 KiB, slices s = 64 KiB, so D takes
+  // 16 loops of 2 ring steps: K = 32 steps of c. At r, c/r = L and s/r = L/2: each step waits
+  // for its upstream's slice, max(c/r, s/r + L) = 1.5 L. Time: K c/r + (K - 1) L/2 + L
+  // = (1.5 K + 0.5) L = 48.5 L.
+  const double l = 2 * kP + 2 * 25e-6 + kF;
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_link_latency: 100ns"), 23, "nic_link_latency: 25us");
+  const Figures w = run_one(topo, kNoNcclLatency,
+                            "collective: allreduce, bytes: 8MiB, nccl: {NCCL_ALGO: Ring, "
+                            "NCCL_BUFFSIZE: 256KiB}");
+  EXPECT_NEAR(w.seconds, 48.5 * l, 2e-9);
+}
+
+// ---- behaviour ----
+
+TEST(NcclBehaviour, TreeWinsSmallMessagesAndRingLargeOnes) {
+  // 16 servers x 8 GPUs, Simple, NCCL's latencies on. A ring AllReduce has 2(n-1) = 254 steps,
+  // each paying a hop latency; the double binary tree's critical path has 2(7 + 4) hops. So the
+  // tree wins while latency dominates. For large messages both move about the same bytes per
+  // NIC (every node is an inner node of one tree), but the tree's pipeline forwards whole chunks
+  // down ~22 hops, which the ring (slices of half a chunk, one latency per step hidden) does
+  // not pay: the ring wins. The difference changes sign exactly once as size grows.
+  std::string yaml = rail_topology(16, 8) + "nccl: {NCCL_PROTO: Simple}\nworkloads:\n";
+  std::vector<int64_t> sizes;
+  for (int64_t b = 4096; b <= (int64_t{1} << 30); b *= 8)
+    sizes.push_back(b);
+  std::string prev;
+  for (const char* algo : {"Ring", "Tree"}) {
+    for (int64_t b : sizes) {
+      const std::string name = fmt::format("{}{}", algo, b);
+      yaml += fmt::format(
+          "  - {{name: {}, type: nccl, collective: allreduce, bytes: {}B, "
+          "nccl: {{NCCL_ALGO: {}}}{}}}\n",
+          name, b, algo, prev.empty() ? "" : ", after: [" + prev + "]");
+      prev = name;
+    }
+  }
+  const auto w = run(yaml);
+  int changes = 0;
+  double last = 0;
+  for (int64_t b : sizes) {
+    const double d =
+        w.at(fmt::format("Tree{}", b)).seconds - w.at(fmt::format("Ring{}", b)).seconds;
+    std::printf("[ measured ] %10lld B: ring %.1f us, tree %.1f us\n", static_cast<long long>(b),
+                w.at(fmt::format("Ring{}", b)).seconds * 1e6,
+                w.at(fmt::format("Tree{}", b)).seconds * 1e6);
+    if (last != 0 && (d > 0) != (last > 0)) ++changes;
+    last = d;
+  }
+  EXPECT_LT(w.at("Tree4096").seconds, 0.5 * w.at("Ring4096").seconds);
+  EXPECT_GT(w.at("Tree1073741824").seconds, w.at("Ring1073741824").seconds);
+  EXPECT_EQ(changes, 1);
+}
+
+TEST(NcclBehaviour, QpScalingDiversifiesFiveTuplesAndLowersEcmpCollisions) {
+  // Ring AllReduce over 4 racks of one 8-GPU server each (Clos, one leaf per rack, 8 uplinks to
+  // 8 spines): each channel's network edge crosses from one rack to the next, so every leaf
+  // hashes 16 channel connections onto its 8 uplinks. With q QPs per connection and
+  // NCCL_IB_SPLIT_DATA_ON_QPS=1 there are 16q distinct 5-tuples per leaf (distinct source
+  // ports), i.e. 16q balls into 8 bins: E[max]/mean falls from about 2 (q = 1) towards 1 as q
+  // grows (MODELS.md 3.5), and the channels, paced by their most loaded uplink, get faster.
+  // Averaged over 10 seeds.
+  auto scenario = [](int qps) {
+    return fmt::format(R"(topology:
+  type: clos
+  racks: 4
+  nodes_per_rack: 1
+  node: {{gpus: 8}}
+  leaf: {{uplinks: 8}}
+  spine: {{count: 8}}
+routing: {{scheme: ecmp, hash: crc32}}
+nccl: {{NCCL_ALGO: Ring, NCCL_PROTO: Simple, NCCL_IB_QPS_PER_CONNECTION: {}, NCCL_IB_SPLIT_DATA_ON_QPS: 1}}
+workloads:
+  - {{name: w, type: nccl, collective: allreduce, bytes: 256MiB}}
+)",
+                       qps);
+  };
+  std::map<int, double> mmr, busbw;
+  std::map<int, size_t> tuples;
+  constexpr int kSeeds = 10;
+  for (const int q : {1, 4}) {
+    for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+      auto r = test::scenario_from_yaml(scenario(q), seed);
+      r->run();
+      for (const metrics::TierResult& t : r->recorder->tiers()) {
+        if (t.link_class == "leaf->spine") mmr[q] += t.mmr / kSeeds;
+      }
+      for (const auto& [k, v] : r->recorder->workloads().at(0).figures.values) {
+        if (k == "busbw_GBps") busbw[q] += v / kSeeds;
+      }
+      std::set<std::tuple<uint32_t, uint32_t, uint16_t, uint16_t>> keys;
+      for (const engine::QpInfo& qp : r->sim->qps()) {
+        if (qp.key.src_ip != 0)
+          keys.insert({qp.key.src_ip, qp.key.dst_ip, qp.key.src_port, qp.key.dst_port});
+      }
+      if (seed == 1) tuples[q] = keys.size();
+    }
+    std::printf(
+        "[ measured ] %d QP(s): %zu network 5-tuples, leaf->spine MMR %.3f, busbw %.1f "
+        "GB/s\n",
+        q, tuples[q], mmr[q], busbw[q]);
+  }
+  EXPECT_EQ(tuples[1], 64u);  // 16 channels x 4 servers
+  EXPECT_EQ(tuples[4], 4 * tuples[1]);
+  EXPECT_LT(mmr[4], mmr[1] - 0.4);
+  EXPECT_GT(busbw[4], 1.2 * busbw[1]);
+}
+
+TEST(NcclBehaviour, HierarchicalRingsBeatAFlatRingOnEightGpuServers) {
+  // 4 servers x 8 GPUs on one leaf, AllReduce of S = 256 MiB. A flat ring in rank order
+  // (ring_allreduce) crosses each server boundary once, through one NIC of eight: every step moves
+  // S/n over that NIC, so T_flat = 2(n-1) (S/(n B) + L) with L the slowest edge's latency (L_net).
+  // NCCL's hierarchical rings run 16 channels, two per NIC, each entering and leaving a server
+  // through its rail: T = 2(n-1)/n x S / (8 B) + fill. All eight NICs work: about 8x faster.
+  const double n = 32, s = 256 * kMiB;
+  const auto w = run(rack_topology(4, 8) + kNoNcclLatency +
+                     "workloads:\n"
+                     "  - {name: flat, type: ring_allreduce, bytes: 256MiB}\n"
+                     "  - {name: nccl, type: nccl, collective: allreduce, bytes: 256MiB, "
+                     "after: [flat], nccl: {NCCL_ALGO: Ring}}\n");
+  const double flat = 2 * (n - 1) * (s / (n * kB) + kLnet);
+  const double hier = 2 * (n - 1) / n * s / (8 * kB) + (28 * kLnvl + 4 * kLpxn) / n;
+  EXPECT_NEAR(w.at("flat").seconds, flat, 1e-8);
+  EXPECT_NEAR(w.at("nccl").seconds, hier, 2e-9);
+  EXPECT_NEAR(w.at("flat").seconds / w.at("nccl").seconds, 8, 0.1);
+}
+
+TEST(NcclBehaviour, LlMovesTwiceTheWireBytesOfSimple) {
+  // LL sends 8 flag bytes with every 8 data bytes: bandwidth-bound (256 MiB, 4 servers x 8
+  // GPUs), its channels carry twice Simple's wire bytes at the same rate, and the pipeline
+  // hides the edge latencies (an LL step of 64 wire KiB takes 2.6 us at B/2, longer than any
+  // edge latency), so the time doubles to within the fill (a few us of 5.3 ms).
+  const auto w = run(rail_topology(4, 8) +
+                     "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring}\n"
+                     "workloads:\n"
+                     "  - {name: simple, type: nccl, collective: allreduce, bytes: 256MiB, "
+                     "nccl: {NCCL_PROTO: Simple}}\n"
+                     "  - {name: ll, type: nccl, collective: allreduce, bytes: 256MiB, "
+                     "after: [simple], nccl: {NCCL_PROTO: LL}}\n");
+  EXPECT_EQ(w.at("ll").notes.at("protocol"), "LL");
+  EXPECT_NEAR(w.at("ll").seconds / w.at("simple").seconds, 2.0, 0.002);
+}
+
+TEST(NcclBehaviour, SmallMessagesUseFewerChannels) {
+  // NCCL gives each channel at least its threads' worth of data: 512 threads x 8 bytes for LL,
+  // 512 x 64 bytes for Simple; 16 channels at most (2 per NIC).
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: LL}\n",
+                    "collective: allreduce, bytes: 8KiB")["channels"],
+            2);
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple}\n",
+                    "collective: allreduce, bytes: 128KiB")["channels"],
+            4);
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple}\n",
+                    "collective: allreduce, bytes: 1GiB")["channels"],
+            16);
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_MAX_NCHANNELS: 4}\n",
+                    "collective: allreduce, bytes: 1GiB")["channels"],
+            4);
+}
+
+TEST(NcclBehaviour, AllToAllvImbalanceIsSeededAndKeepsTheMeanVolume) {
+  // AlltoAllv with imbalance 0.5: pair sizes uniform in [0.5, 1.5] x S/n from the workload's
+  // random stream: same seed, same time; another seed, another time; the busiest NIC carries
+  // more than the mean, so it is slower than the balanced AlltoAll.
+  const std::string w = "collective: alltoallv, bytes: 256MiB, imbalance: 0.5";
+  const Figures a = run_one(rail_topology(4, 8), kNoNcclLatency, w, 7);
+  const Figures b = run_one(rail_topology(4, 8), kNoNcclLatency, w, 7);
+  const Figures c = run_one(rail_topology(4, 8), kNoNcclLatency, w, 8);
+  const Figures even =
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: alltoall, bytes: 256MiB");
+  EXPECT_EQ(a.seconds, b.seconds);
+  EXPECT_NE(a.seconds, c.seconds);
+  EXPECT_GT(a.seconds, even.seconds);
+  EXPECT_LT(a.seconds, 1.5 * even.seconds);
+}
+
+// ---- NCCL's tuning model ----
+
+TEST(NcclTuning, RingSimpleEstimateByHand) {
+  // NCCL's model for Ring/Simple AllReduce, 2 nodes x 8 GPUs, 16 channels of 25 GB/s inter-node
+  // ("newest" tables): latency = baseLat 8.4 + (2(n-1) - 2(nodes-1)) = 28 intra-node steps x
+  // max(hwLat NVLink 3.4, 3 x net overhead 1) + 2 network steps x 14 = 131.6 us; bandwidth =
+  // 16 x 25 = 400 GB/s bus, algbw = bus x n / 2(n-1) = 213.33 GB/s; 1 GB takes 4687.5 us.
+  TuningInput in;
+  in.nranks = 16;
+  in.nnodes = 2;
+  in.ppn = 8;
+  in.channels = 16;
+  in.bw_intra = 450.0 / 16;
+  in.bw_inter = 25;
+  const TuningTables& t = tuning_tables("newest");
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, 1e9),
+              131.6 + 1e9 / (1000 * 400.0 * 16 / 30), 1e-6);
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNet, Protocol::Simple, 1e9)));
+  in.collective = Collective::AllGather;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::Simple, 1e9)));
+}
+
+TEST(NcclTuning, ChoosesLowLatencyProtocolsForSmallMessagesAndSimpleForLargeOnes) {
+  TuningInput in;
+  in.nranks = 128;
+  in.nnodes = 16;
+  in.ppn = 8;
+  in.channels = 16;
+  in.bw_intra = 450.0 / 16;
+  in.bw_inter = 25;
+  const TuningTables& t = tuning_tables("newest");
+  const AlgoChoice small = choose(t, in, 4096, std::nullopt, std::nullopt);
+  EXPECT_EQ(small.protocol, Protocol::LL);
+  EXPECT_EQ(small.algorithm, Algorithm::Tree);
+  const AlgoChoice ring = choose(t, in, 8e9, Algorithm::Ring, std::nullopt);
+  EXPECT_NE(ring.protocol, Protocol::LL);
+  // Forcing a combination NCCL does not offer falls back to Ring, as NCCL does.
+  in.collective = Collective::AllGather;
+  EXPECT_EQ(choose(t, in, 1e6, Algorithm::Tree, Protocol::Simple).algorithm, Algorithm::Ring);
+}
+
+// ---- parameters ----
+
+TEST(NcclParameters, StructDefaultsAreTheTableDefaults) {
+  // NcclConfig's member defaults (used by code that builds a runner without a scenario) must be
+  // what a scenario without an `nccl:` section gets.
+  const ConfigNode root = scenario::load_yaml_text("{}", "defaults.yaml");
+  const ParamReader r(root, nccl_table());
+  const NcclConfig a = read_nccl(r, NcclConfig{}, false);
+  const NcclConfig b{};
+  EXPECT_EQ(a.algo, b.algo);
+  EXPECT_EQ(a.proto, b.proto);
+  EXPECT_EQ(a.min_channels, b.min_channels);
+  EXPECT_EQ(a.max_channels, b.max_channels);
+  EXPECT_EQ(a.qps_per_connection, b.qps_per_connection);
+  EXPECT_EQ(a.split_data_on_qps, b.split_data_on_qps);
+  EXPECT_EQ(a.buffsize, b.buffsize);
+  EXPECT_EQ(a.ll_buffsize, b.ll_buffsize);
+  EXPECT_EQ(a.ll128_buffsize, b.ll128_buffsize);
+  EXPECT_EQ(a.p2p_net_chunksize, b.p2p_net_chunksize);
+  EXPECT_EQ(a.pxn, b.pxn);
+  EXPECT_EQ(a.collnet, b.collnet);
+  EXPECT_EQ(a.net_overhead, b.net_overhead);
+  EXPECT_EQ(a.tuning_tables, b.tuning_tables);
+  EXPECT_EQ(a.launch_latency, b.launch_latency);
+  EXPECT_EQ(a.hop_latency_factor, b.hop_latency_factor);
+}
+
+TEST(NcclParameters, BusBandwidthFactorsAreNcclTests) {
+  // nccl-tests' src/*.cu: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AlltoAll, Gather,
+  // Scatter (n-1)/n; Broadcast, Reduce, SendRecv 1.
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 8), 1.75);
+  for (Collective c : {Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
+                       Collective::AllToAllv, Collective::Gather, Collective::Scatter})
+    EXPECT_DOUBLE_EQ(busbw_factor(c, 8), 0.875);
+  for (Collective c : {Collective::Broadcast, Collective::Reduce, Collective::SendRecv})
+    EXPECT_DOUBLE_EQ(busbw_factor(c, 8), 1.0);
+}
+
+TEST(NcclParameters, BadValuesAreLocatedErrors) {
+  struct Case {
+    std::string workload, key, expected;
+  };
+  const std::vector<Case> cases = {
+      {"collective: broadcast, bytes: 1MiB, root: 16", "root", "a rank index below 16"},
+      {"collective: alltoallv, bytes: 1MiB, imbalance: 1.5", "imbalance", "[0, 1)"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_IB_SPLIT_DATA_ON_QPS: 2}",
+       "NCCL_IB_SPLIT_DATA_ON_QPS", "0 or 1"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: Rings}", "NCCL_ALGO", "Ring"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 40}", "NCCL_MIN_NCHANNELS",
+       "at most 32"},
+      {"collective: allscatter, bytes: 1MiB", "collective", "allreduce"},
+  };
+  for (const Case& c : cases) {
+    const InputError e = test::input_error([&] {
+      test::scenario_from_yaml(rail_topology(2, 8) + "workloads:\n  - {type: nccl, " + c.workload +
+                               "}\n");
+    });
+    EXPECT_TRUE(contains(e.key(), c.key)) << e.what();
+    EXPECT_TRUE(contains(e.what(), c.expected)) << e.what();
+    EXPECT_GT(e.where().line, 0) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rocesim::collectives::nccl
