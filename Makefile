@@ -6,7 +6,7 @@
 # Other targets: build, format, check-format, schema, clean.
 
 PRESET ?= release
-CLI := build/$(PRESET)/sim/rocesim
+CLI := build/$(PRESET)/rocesim
 
 .PHONY: all deps build run test test-release test-debug bench format check-format schema clean
 

@@ -27,7 +27,7 @@ import reference  # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
 OUT = os.path.join(ROOT, "build", "bench")
-CLI = os.path.join(BUILD, "sim", "rocesim")
+CLI = os.path.join(BUILD, "rocesim")
 PEERS = os.environ.get("PEERS", os.path.join(os.path.dirname(ROOT), "shared", "peers"))
 TIME = "/usr/bin/time"
 

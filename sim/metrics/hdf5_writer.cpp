@@ -437,11 +437,56 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
 
 #undef FIELD
 
+void write_tables(const Writer& out, hid_t file, const std::vector<Table>& tables) {
+  if (tables.empty()) return;
+  Handle all = group(file, "tables");
+  for (const Table& t : tables) {
+    const size_t n = t.rows();
+    Handle g = group(all, t.name().c_str());
+    attr_string(g, "description", t.description());
+    std::string order;
+    for (const Column& c : t.columns())
+      order += (order.empty() ? "" : ",") + c.name;
+    attr_string(g, "columns", order);
+    for (const Column& c : t.columns()) {
+      std::visit(
+          [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::vector<double>>) {
+              Handle ds = create_table(out, g, c.name.c_str(), H5T_NATIVE_DOUBLE, n);
+              if (n > 0) write_block(ds, H5T_NATIVE_DOUBLE, 0, n, v.data());
+              attr_string(ds, "unit", c.unit);
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              Handle ds = create_table(out, g, c.name.c_str(), H5T_NATIVE_INT64, n);
+              if (n > 0) write_block(ds, H5T_NATIVE_INT64, 0, n, v.data());
+              attr_string(ds, "unit", c.unit);
+            } else {
+              // Fixed-width strings, as wide as the longest value (NUL-padded: no stray bytes).
+              size_t width = 1;
+              for (const std::string& x : v)
+                width = std::max(width, x.size() + 1);
+              std::vector<char> buf(n * width, '\0');
+              for (size_t i = 0; i < n; ++i)
+                std::memcpy(buf.data() + i * width, v[i].data(), v[i].size());
+              Handle st = string_type(width);
+              Handle ds = create_table(out, g, c.name.c_str(), st, n);
+              if (n > 0) write_block(ds, st, 0, n, buf.data());
+              attr_string(ds, "unit", c.unit);
+            }
+          },
+          c.values);
+    }
+  }
+}
+
 }  // namespace
 
-void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta,
-                      int deflate_level) {
-  const Writer w{deflate_level};
+namespace {
+
+/// Creates `path` through a temporary file: `fill` writes the contents, then the file is renamed
+/// into place; on any failure nothing is left behind.
+template <typename Fill>
+void write_atomically(const std::string& path, Fill&& fill) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr noise
   const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
   try {
@@ -454,7 +499,7 @@ void write_results_h5(const std::string& path, const Recorder& rec, const Result
             "cannot create the file (does the directory exist and is it "
             "writable?)");
       }
-      write_all(w, file, rec, meta);
+      fill(static_cast<hid_t>(file));
       check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush file");
     }
     std::filesystem::rename(tmp, path);
@@ -463,6 +508,32 @@ void write_results_h5(const std::string& path, const Recorder& rec, const Result
     std::filesystem::remove(tmp, ec);
     throw std::runtime_error(fmt::format("cannot write results to '{}': {}", path, e.what()));
   }
+}
+
+}  // namespace
+
+void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta,
+                      int deflate_level) {
+  const Writer w{deflate_level};
+  write_atomically(path, [&](hid_t file) {
+    write_all(w, file, rec, meta);
+    write_tables(w, file, meta.tables);
+  });
+}
+
+void write_tables_h5(const std::string& path, const ResultsMeta& meta) {
+  const Writer w{0};
+  write_atomically(path, [&](hid_t file) {
+    {
+      Handle g = group(file, "meta");
+      attr_string(g, "version", meta.version);
+      attr_string(g, "scenario_name", meta.scenario_name);
+      attr_string(g, "scenario_file", meta.scenario_file);
+      attr_string(g, "scenario", meta.effective_scenario);
+      attr_scalar(g, "seed", H5T_NATIVE_UINT64, meta.seed);
+    }
+    write_tables(w, file, meta.tables);
+  });
 }
 
 }  // namespace rocesim::metrics

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/metrics/recorder.hpp"
+#include "sim/metrics/table.hpp"
 
 namespace rocesim::metrics {
 
@@ -15,11 +16,16 @@ struct ResultsMeta {
   std::string scenario_file;
   std::string effective_scenario;  // YAML text of the scenario with every default filled in
   uint64_t seed = 0;
+  std::vector<Table> tables;  // written under /tables/<name>, one dataset per column
 };
 
 /// Throws std::runtime_error naming the path if the file cannot be written. `deflate_level`
 /// 1-9 compresses the large tables (smaller files, slower writes); 0 stores them plainly.
 void write_results_h5(const std::string& path, const Recorder& rec, const ResultsMeta& meta,
                       int deflate_level = 0);
+
+/// A results file with /meta (version, scenario, seed) and `meta.tables` only:
+/// for front ends that run many simulations and report tables, such as `rocesim validate`.
+void write_tables_h5(const std::string& path, const ResultsMeta& meta);
 
 }  // namespace rocesim::metrics

@@ -1,0 +1,34 @@
+// The subcommands of the rocesim command line, one function each (main.cpp parses the arguments).
+// Exit codes: 0 success, 2 bad input (scenario, arguments, measured files), 3 internal error, 1
+// anything else (e.g. an output file that cannot be written).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rocesim::cli {
+
+inline constexpr int kExitInput = 2;
+inline constexpr int kExitInternal = 3;
+
+struct NcclTestsCommand {
+  std::string scenario;
+  std::string output;  // results.h5; empty: none
+  std::optional<uint64_t> seed;
+  std::optional<int> ranks;       // the job's first N ranks
+  std::vector<std::string> args;  // the test name and nccl-tests' flags
+};
+int nccl_tests(const NcclTestsCommand& c);
+
+struct ValidateCommand {
+  std::string measured;  // a log, a dataset, or a directory of them
+  std::string scenario;
+  std::string output_dir;
+  std::optional<uint64_t> seed;
+  bool plot = true;
+};
+int validate(const ValidateCommand& c);
+
+}  // namespace rocesim::cli

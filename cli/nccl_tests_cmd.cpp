@@ -1,0 +1,106 @@
+// rocesim nccl-tests: nccl-tests' benchmarks on a scenario's fabric and job.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <set>
+
+#include "cli/commands.hpp"
+#include "sim/collectives/nccl/nccl_tests.hpp"
+#include "sim/metrics/hdf5_writer.hpp"
+#include "sim/scenario/scenario.hpp"
+
+#ifndef ROCESIM_VERSION
+#define ROCESIM_VERSION "0.0.0"
+#endif
+
+namespace rocesim::cli {
+namespace {
+
+namespace nccl = collectives::nccl;
+
+metrics::Table rows_table(const nccl::NcclTestsOptions& o,
+                          const std::vector<nccl::NcclTestsRow>& rows) {
+  metrics::Table t("nccl_tests",
+                   fmt::format("rocesim nccl-tests {}: one row per size, as nccl-tests prints it "
+                               "(time per operation, algbw = size / time, busbw = algbw x factor)",
+                               o.test));
+  const size_t size = t.add_integer("size_bytes", "B"), count = t.add_integer("count"),
+               type = t.add_text("type"), redop = t.add_text("redop"), root = t.add_integer("root"),
+               t0 = t.add_number("time_us_out_of_place", "us"),
+               a0 = t.add_number("algbw_out_of_place", "GB/s"),
+               b0 = t.add_number("busbw_out_of_place", "GB/s"),
+               t1 = t.add_number("time_us_in_place", "us"),
+               a1 = t.add_number("algbw_in_place", "GB/s"),
+               b1 = t.add_number("busbw_in_place", "GB/s"), algo = t.add_text("algorithm"),
+               proto = t.add_text("protocol"), ch = t.add_integer("channels"),
+               model = t.add_number("nccl_model_us", "us");
+  const bool reduces = o.collective == nccl::Collective::AllReduce ||
+                       o.collective == nccl::Collective::ReduceScatter ||
+                       o.collective == nccl::Collective::Reduce;
+  for (const nccl::NcclTestsRow& r : rows) {
+    t.push(size, r.size.size_bytes);
+    t.push(count, r.size.count);
+    t.push(type, o.datatype);
+    t.push(redop, reduces ? o.op : std::string("none"));
+    t.push(root, int64_t{r.root});
+    t.push(t0, r.time_us[0]);
+    t.push(a0, r.algbw_GBps[0]);
+    t.push(b0, r.busbw_GBps[0]);
+    t.push(t1, r.time_us[1]);
+    t.push(a1, r.algbw_GBps[1]);
+    t.push(b1, r.busbw_GBps[1]);
+    t.push(algo, nccl::is_p2p(o.collective) ? std::string("p2p")
+                                            : std::string(nccl::algorithm_name(r.algorithm)));
+    t.push(proto, std::string(nccl::protocol_name(r.protocol)));
+    t.push(ch, int64_t{r.channels});
+    t.push(model, r.nccl_model_us);
+  }
+  return t;
+}
+
+}  // namespace
+
+int nccl_tests(const NcclTestsCommand& c) {
+  // The benchmark's flags first: a typo should not wait for the fabric to be built.
+  const nccl::NcclTestsOptions o = nccl::parse_nccl_tests_args(c.args);
+  scenario::Overrides overrides;
+  overrides.seed = c.seed;
+  overrides.skip_workloads = true;
+  std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
+  std::vector<fabric::NodeId> ranks = run->job_ranks;
+  if (c.ranks) {
+    if (*c.ranks < 1 || static_cast<size_t>(*c.ranks) > ranks.size()) {
+      throw InputError(SourceLocation{std::make_shared<const std::string>(c.scenario), 0, 0},
+                       "--ranks", fmt::format("1 to {} (the ranks of the job)", ranks.size()),
+                       std::to_string(*c.ranks));
+    }
+    ranks.resize(static_cast<size_t>(*c.ranks));
+  }
+  std::vector<std::string> names;
+  std::set<uint32_t> servers;
+  for (fabric::NodeId g : ranks) {
+    names.push_back(run->fabric.node(g).name);
+    servers.insert(run->fabric.node(g).server);
+  }
+  auto sweep = std::make_unique<nccl::NcclTestsWorkload>(
+      o.test, nccl::OpRunner(run->fabric, ranks, run->nccl), o);
+  const nccl::NcclTestsWorkload* s = sweep.get();
+  run->sim->add_workload(std::move(sweep), Time{});
+  run->run();
+
+  const std::string banner = fmt::format(
+      "rocesim {} simulation of {}: scenario '{}' ({}), {} ranks on {} servers, seed {}",
+      ROCESIM_VERSION, o.test, run->name, c.scenario, ranks.size(), servers.size(), run->seed);
+  std::cout << nccl::format_nccl_tests(o, s->rows(), names, banner);
+  if (!c.output.empty()) {
+    metrics::ResultsMeta meta{ROCESIM_VERSION,     run->name, c.scenario,
+                              run->effective_yaml, run->seed, {rows_table(o, s->rows())}};
+    metrics::write_results_h5(c.output, *run->recorder, meta, run->compression);
+  }
+#ifndef __SANITIZE_ADDRESS__
+  (void)run.release();  // see cmd_run in main.cpp
+#endif
+  return 0;
+}
+
+}  // namespace rocesim::cli

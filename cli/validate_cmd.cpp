@@ -1,0 +1,93 @@
+// rocesim validate: simulated against measured nccl-tests tables.
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "sim/metrics/hdf5_writer.hpp"
+#include "validation/lib/validate.hpp"
+
+#ifndef ROCESIM_VERSION
+#define ROCESIM_VERSION "0.0.0"
+#endif
+#ifndef ROCESIM_PYTHON
+#define ROCESIM_PYTHON "/usr/bin/python3"
+#endif
+#ifndef ROCESIM_PLOT_SCRIPT
+#define ROCESIM_PLOT_SCRIPT "validation/plot_validation.py"
+#endif
+
+namespace rocesim::cli {
+namespace {
+
+/// Runs a program with arguments (no shell); returns its exit status, or -1 if it could not run.
+int run_program(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+int validate(const ValidateCommand& c) {
+  namespace fs = std::filesystem;
+  const std::vector<std::string> files = validation::measured_files(c.measured);
+  const validation::ValidationReport report =
+      validation::validate(files, c.scenario, c.seed.value_or(0), c.seed.has_value());
+  for (const std::string& w : report.warnings)
+    std::cerr << w << "\n";
+  std::cout << validation::format_report(report);
+
+  std::error_code ec;
+  fs::create_directories(c.output_dir, ec);
+  if (ec) {
+    throw std::runtime_error(
+        fmt::format("cannot create the output directory '{}': {}", c.output_dir, ec.message()));
+  }
+  const std::vector<metrics::Table> tables = validation::report_tables(report);
+  const std::string csv = (fs::path(c.output_dir) / "validation.csv").string();
+  const std::string bands_csv = (fs::path(c.output_dir) / "validation_bands.csv").string();
+  const std::string h5 = (fs::path(c.output_dir) / "validation.h5").string();
+  const std::string png = (fs::path(c.output_dir) / "validation.png").string();
+  metrics::write_text_file(csv, tables[0].csv());
+  metrics::write_text_file(bands_csv, tables[1].csv());
+  metrics::ResultsMeta meta;
+  meta.version = ROCESIM_VERSION;
+  meta.scenario_name = fs::path(c.scenario).stem().string();
+  meta.scenario_file = c.scenario;
+  meta.seed = c.seed.value_or(0);
+  meta.tables = tables;
+  metrics::write_tables_h5(h5, meta);
+  std::cout << fmt::format("\nwritten: {}, {}, {}", csv, bands_csv, h5);
+  if (c.plot) {
+    const int rc = run_program({ROCESIM_PYTHON, ROCESIM_PLOT_SCRIPT, csv, png, "--title",
+                                fmt::format("rocesim {} vs measured: {}", ROCESIM_VERSION,
+                                            fs::path(c.scenario).filename().string())});
+    if (rc != 0) {
+      std::cout << "\n";
+      std::cerr << fmt::format(
+          "error: the plot script failed (exit status {}); the tables are written. Is Debian's "
+          "python3-matplotlib installed (scripts/install-deps)?\n",
+          rc);
+      return 1;
+    }
+    std::cout << ", " << png;
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace rocesim::cli

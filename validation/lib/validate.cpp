@@ -1,0 +1,333 @@
+#include "validation/lib/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include "sim/collectives/nccl/nccl_tests.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace rocesim::validation {
+namespace {
+
+namespace nccl = collectives::nccl;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr std::string_view kBands[] = {"<1MiB", "1-64MiB", ">=64MiB"};
+
+bool is_dataset(const std::string& path) {
+  // A measured dataset is YAML with a top-level `tables:` list; anything else is a log.
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext != ".yaml" && ext != ".yml") return false;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("tables:")) return true;
+  }
+  return false;
+}
+
+/// The table's NCCL environment, split into what the NCCL model reads and the rest.
+nccl::NcclConfig apply_env(const NcclTestsTable& t, nccl::NcclConfig base, ComparedTable& out) {
+  ConfigNode env = ConfigNode::map(t.where, "env");
+  bool any = false;
+  for (const auto& [key, value] : t.metadata) {
+    if (!key.starts_with("env.")) continue;
+    const std::string name = key.substr(4);
+    if (nccl::nccl_table().find(name) != nullptr) {
+      env.set(name, t.where, ConfigNode::scalar(value, t.where, config_path("env", name)));
+      out.env_applied.push_back(name + "=" + value);
+      any = true;
+    } else {
+      out.env_not_modelled.push_back(name + "=" + value);
+    }
+  }
+  if (!any) return base;
+  return nccl::read_nccl(ParamReader(env, nccl::nccl_table()), base, true);
+}
+
+ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& t, size_t index,
+                      const std::string& scenario_path, const scenario::Overrides& overrides,
+                      std::vector<std::string>& warnings) {
+  ComparedTable out;
+  out.source = log.source;
+  const auto name = t.metadata.find("name");
+  out.table = name != t.metadata.end() ? name->second : fmt::format("table{}", index + 1);
+  out.collective = t.collective;
+  const std::string test = t.test.empty() ? nccl_tests_binary(t.collective) : t.test;
+  const auto collective = nccl::nccl_tests_collective(test);
+  if (!collective) {
+    throw InputError(t.where, "collective",
+                     "a table of a collective rocesim emulates (all_reduce_perf, "
+                     "all_gather_perf, reduce_scatter_perf, alltoall_perf, broadcast_perf, "
+                     "reduce_perf, sendrecv_perf, gather_perf, scatter_perf)",
+                     t.test.empty() ? "an unknown benchmark" : "'" + t.test + "'");
+  }
+
+  std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, overrides);
+  std::vector<fabric::NodeId> ranks = run->job_ranks;
+  out.nranks = t.nranks;
+  if (t.nranks == 0) {
+    out.nranks = static_cast<int>(ranks.size());
+    warnings.push_back(
+        fmt::format("{}: warning: {}: the rank count is unknown; using the {} ranks "
+                    "of the scenario's job",
+                    t.where.to_string(), out.table, ranks.size()));
+  } else if (static_cast<size_t>(t.nranks) > ranks.size()) {
+    throw InputError(t.where, "ranks",
+                     fmt::format("a table measured on at most the {} ranks of the scenario's job "
+                                 "({})",
+                                 ranks.size(), scenario_path),
+                     fmt::format("{} ranks", t.nranks));
+  }
+  ranks.resize(static_cast<size_t>(out.nranks));
+
+  nccl::NcclTestsOptions o;
+  o.test = test;
+  o.collective = *collective;
+  o.iters = 1;
+  o.warmup = 0;
+  if (!t.rows.empty()) {
+    const NcclTestsRow& first = t.rows.front();
+    if (const auto size = nccl::nccl_tests_type_size(first.type)) {
+      o.datatype = first.type;
+      o.type_size = *size;
+    } else {
+      throw InputError(first.where, "type", "an nccl-tests data type such as float or half",
+                       "'" + first.type + "'");
+    }
+    if (first.root >= 0) o.root = static_cast<int>(first.root);
+    if (!first.redop.empty() && first.redop != "none") o.op = first.redop;
+  }
+  for (const NcclTestsRow& r : t.rows)
+    o.sizes.push_back(r.size_bytes);
+  if (o.sizes.empty()) return out;
+
+  const nccl::NcclConfig cfg = apply_env(t, run->nccl, out);
+  auto sweep = std::make_unique<nccl::NcclTestsWorkload>(
+      "validate", nccl::OpRunner(run->fabric, ranks, cfg), o);
+  const nccl::NcclTestsWorkload* s = sweep.get();
+  run->sim->add_workload(std::move(sweep), Time{});
+  run->run();
+
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const NcclTestsRow& m = t.rows[i];
+    const nccl::NcclTestsRow& sim = s->rows().at(i);
+    ComparedRow c;
+    c.size_bytes = m.size_bytes;
+    const bool oop = m.has_out_of_place;
+    c.measured_time_us = oop ? m.time_us_out : m.time_us_in;
+    c.measured_busbw = oop ? m.busbw_out : m.busbw_in;
+    c.simulated_time_us = sim.time_us[0];
+    c.simulated_busbw = sim.busbw_GBps[0];
+    c.time_error = c.measured_time_us > 0
+                       ? (c.simulated_time_us - c.measured_time_us) / c.measured_time_us
+                       : kNaN;
+    c.busbw_error =
+        c.measured_busbw > 0 ? (c.simulated_busbw - c.measured_busbw) / c.measured_busbw : kNaN;
+    c.algorithm =
+        nccl::is_p2p(*collective) ? "p2p" : std::string(nccl::algorithm_name(sim.algorithm));
+    c.protocol = std::string(nccl::protocol_name(sim.protocol));
+    c.channels = sim.channels;
+    out.rows.push_back(std::move(c));
+  }
+  return out;
+}
+
+BandSummary summarise(std::string source, std::string table, std::string_view band,
+                      const std::vector<const ComparedRow*>& rows) {
+  BandSummary b{std::move(source), std::move(table), std::string(band)};
+  std::vector<double> t, bw;
+  for (const ComparedRow* r : rows) {
+    if (!std::isnan(r->time_error)) t.push_back(std::abs(r->time_error));
+    if (!std::isnan(r->busbw_error)) bw.push_back(std::abs(r->busbw_error));
+  }
+  b.rows = rows.size();
+  b.median_abs_time_error = percentile(t, 0.5);
+  b.p90_abs_time_error = percentile(t, 0.9);
+  b.median_abs_busbw_error = bw.empty() ? kNaN : percentile(bw, 0.5);
+  b.p90_abs_busbw_error = bw.empty() ? kNaN : percentile(bw, 0.9);
+  return b;
+}
+
+std::string percent(double x) {
+  return std::isnan(x) ? std::string("-") : fmt::format("{:.1f}%", 100 * x);
+}
+
+}  // namespace
+
+std::string_view size_band(int64_t size_bytes) {
+  if (size_bytes < (int64_t{1} << 20)) return kBands[0];
+  if (size_bytes < (int64_t{64} << 20)) return kBands[1];
+  return kBands[2];
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+std::vector<std::string> measured_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto where = [&] {
+    return SourceLocation{std::make_shared<const std::string>(path), 0, 0};
+  };
+  if (fs::is_regular_file(path, ec)) return {path};
+  if (!fs::is_directory(path, ec)) {
+    throw InputError(where(), "--measured", "an nccl-tests log, a measured dataset or a directory",
+                     "no such file or directory");
+  }
+  std::vector<std::string> out;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.starts_with(".") || name == "README.md") continue;
+    out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty()) {
+    throw InputError(where(), "--measured", "a directory with nccl-tests logs or datasets",
+                     "no files");
+  }
+  return out;
+}
+
+ValidationReport validate(const std::vector<std::string>& files, const std::string& scenario_path,
+                          uint64_t seed_override, bool seed_set) {
+  ValidationReport report;
+  scenario::Overrides overrides;
+  overrides.skip_workloads = true;
+  if (seed_set) overrides.seed = seed_override;
+  for (const std::string& f : files) {
+    const NcclTestsLog log = is_dataset(f) ? read_measured_dataset(f) : read_nccl_tests_file(f);
+    report.warnings.insert(report.warnings.end(), log.warnings.begin(), log.warnings.end());
+    if (log.tables.empty()) {
+      report.warnings.push_back(fmt::format("{}: warning: no nccl-tests table", f));
+    }
+    for (size_t i = 0; i < log.tables.size(); ++i) {
+      report.tables.push_back(
+          compare(log, log.tables[i], i, scenario_path, overrides, report.warnings));
+    }
+  }
+  // Bands per table, then over everything.
+  std::map<std::string_view, std::vector<const ComparedRow*>> all;
+  for (const ComparedTable& t : report.tables) {
+    std::map<std::string_view, std::vector<const ComparedRow*>> by_band;
+    for (const ComparedRow& r : t.rows) {
+      by_band[size_band(r.size_bytes)].push_back(&r);
+      all[size_band(r.size_bytes)].push_back(&r);
+    }
+    for (std::string_view band : kBands) {
+      if (by_band.contains(band)) {
+        report.bands.push_back(summarise(t.source, t.table, band, by_band[band]));
+      }
+    }
+  }
+  for (std::string_view band : kBands) {
+    if (all.contains(band)) report.bands.push_back(summarise("all", "all", band, all[band]));
+  }
+  return report;
+}
+
+std::vector<metrics::Table> report_tables(const ValidationReport& r) {
+  metrics::Table rows("validation",
+                      "Measured against simulated nccl-tests rows; errors are (sim - meas) / "
+                      "meas");
+  const size_t source = rows.add_text("source"), table = rows.add_text("table"),
+               collective = rows.add_text("collective"), nranks = rows.add_integer("nranks"),
+               size = rows.add_integer("size_bytes", "B"), band = rows.add_text("band"),
+               mt = rows.add_number("measured_time_us", "us"),
+               st = rows.add_number("simulated_time_us", "us"), te = rows.add_number("time_error"),
+               mb = rows.add_number("measured_busbw_GBps", "GB/s"),
+               sb = rows.add_number("simulated_busbw_GBps", "GB/s"),
+               be = rows.add_number("busbw_error"), algo = rows.add_text("algorithm"),
+               proto = rows.add_text("protocol"), ch = rows.add_integer("channels");
+  for (const ComparedTable& t : r.tables) {
+    for (const ComparedRow& c : t.rows) {
+      rows.push(source, t.source);
+      rows.push(table, t.table);
+      rows.push(collective, t.collective);
+      rows.push(nranks, int64_t{t.nranks});
+      rows.push(size, c.size_bytes);
+      rows.push(band, std::string(size_band(c.size_bytes)));
+      rows.push(mt, c.measured_time_us);
+      rows.push(st, c.simulated_time_us);
+      rows.push(te, c.time_error);
+      rows.push(mb, c.measured_busbw);
+      rows.push(sb, c.simulated_busbw);
+      rows.push(be, c.busbw_error);
+      rows.push(algo, c.algorithm);
+      rows.push(proto, c.protocol);
+      rows.push(ch, int64_t{c.channels});
+    }
+  }
+  metrics::Table bands("validation_bands",
+                       "Median and 90th percentile of the absolute relative errors per size band "
+                       "(<1MiB, 1-64MiB, >=64MiB), per table and over all tables");
+  const size_t bs = bands.add_text("source"), bt = bands.add_text("table"),
+               bb = bands.add_text("band"), bn = bands.add_integer("rows"),
+               m1 = bands.add_number("median_abs_time_error"),
+               p1 = bands.add_number("p90_abs_time_error"),
+               m2 = bands.add_number("median_abs_busbw_error"),
+               p2 = bands.add_number("p90_abs_busbw_error");
+  for (const BandSummary& b : r.bands) {
+    bands.push(bs, b.source);
+    bands.push(bt, b.table);
+    bands.push(bb, b.band);
+    bands.push(bn, static_cast<int64_t>(b.rows));
+    bands.push(m1, b.median_abs_time_error);
+    bands.push(p1, b.p90_abs_time_error);
+    bands.push(m2, b.median_abs_busbw_error);
+    bands.push(p2, b.p90_abs_busbw_error);
+  }
+  return {std::move(rows), std::move(bands)};
+}
+
+std::string format_report(const ValidationReport& r) {
+  std::string out;
+  for (const ComparedTable& t : r.tables) {
+    out += fmt::format("{} / {}: {} on {} ranks\n", t.source, t.table, t.collective, t.nranks);
+    if (!t.env_applied.empty()) {
+      out += "  NCCL settings applied:";
+      for (const std::string& e : t.env_applied)
+        out += " " + e;
+      out += "\n";
+    }
+    if (!t.env_not_modelled.empty()) {
+      out += "  environment not modelled:";
+      for (const std::string& e : t.env_not_modelled)
+        out += " " + e;
+      out += "\n";
+    }
+    out += fmt::format("  {:>12s}  {:>10s}  {:>10s}  {:>8s}  {:>9s}  {:>9s}  {:>8s}  {}\n",
+                       "size (B)", "meas (us)", "sim (us)", "time err", "meas GB/s", "sim GB/s",
+                       "bw err", "sim algorithm");
+    for (const ComparedRow& c : t.rows) {
+      out += fmt::format("  {:12d}  {:10.2f}  {:10.2f}  {:>8s}  {:9.2f}  {:9.2f}  {:>8s}  {}/{}\n",
+                         c.size_bytes, c.measured_time_us, c.simulated_time_us,
+                         percent(c.time_error), c.measured_busbw, c.simulated_busbw,
+                         percent(c.busbw_error), c.algorithm, c.protocol);
+    }
+    out += "\n";
+  }
+  out += "Absolute relative errors per size band (median / 90th percentile):\n";
+  out += fmt::format("  {:<40s}  {:<8s}  {:>4s}  {:>15s}  {:>15s}\n", "table", "band", "rows",
+                     "time", "busbw");
+  for (const BandSummary& b : r.bands) {
+    const std::string label = b.source == "all" ? "all tables" : b.table;
+    out += fmt::format("  {:<40s}  {:<8s}  {:4d}  {:>7s}/{:>7s}  {:>7s}/{:>7s}\n", label, b.band,
+                       b.rows, percent(b.median_abs_time_error), percent(b.p90_abs_time_error),
+                       percent(b.median_abs_busbw_error), percent(b.p90_abs_busbw_error));
+  }
+  return out;
+}
+
+}  // namespace rocesim::validation

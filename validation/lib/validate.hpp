@@ -1,0 +1,80 @@
+// Simulated against measured: runs rocesim's nccl-tests emulation at every collective, rank
+// count and size of measured nccl-tests tables and reports the errors.
+//
+// For each measured table: the communicator is the scenario job's first N ranks (N = the table's
+// rank count); NCCL settings the table's run environment states (env.NCCL_* of a measured
+// dataset) are applied over the scenario's `nccl:` section when rocesim models them, and listed
+// as not modelled otherwise; every size of the table is simulated on an otherwise idle fabric,
+// one operation per size (the model is deterministic and an idle fabric makes repeated operations
+// identical, so nccl-tests' -n iterations would only repeat the same number). The measured time
+// is the out-of-place one where the table has it (the in-place one otherwise).
+//
+// Errors are signed and relative, (simulated - measured) / measured, for the time and the bus
+// bandwidth; the summary gives, per size band (under 1 MiB, 1 to 64 MiB, 64 MiB and over), the
+// median and 90th percentile of their absolute values (percentiles interpolate linearly between
+// order statistics).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/metrics/table.hpp"
+#include "validation/lib/nccl_tests_log.hpp"
+
+namespace rocesim::validation {
+
+/// Size bands of the summary.
+std::string_view size_band(int64_t size_bytes);
+
+struct ComparedRow {
+  int64_t size_bytes = 0;
+  double measured_time_us = 0, simulated_time_us = 0;
+  double measured_busbw = 0, simulated_busbw = 0;  // GB/s
+  double time_error = 0;                           // (sim - meas) / meas
+  double busbw_error = 0;  // idem; NaN where the measured busbw is 0 (printed as 0.00)
+  std::string algorithm, protocol;
+  int channels = 0;
+};
+
+struct ComparedTable {
+  std::string source;  // measured file
+  std::string table;   // table name (dataset) or "table<k>" (log)
+  std::string collective;
+  int nranks = 0;
+  std::vector<std::string> env_applied;       // "NCCL_ALGO=Ring"
+  std::vector<std::string> env_not_modelled;  // "NCCL_IB_HCA=mlx5_0:1,..."
+  std::vector<ComparedRow> rows;
+};
+
+struct BandSummary {
+  std::string source, table, band;  // source and table "all" for the whole run
+  size_t rows = 0;
+  double median_abs_time_error = 0, p90_abs_time_error = 0;
+  double median_abs_busbw_error = 0, p90_abs_busbw_error = 0;  // over rows with a busbw
+};
+
+struct ValidationReport {
+  std::vector<ComparedTable> tables;
+  std::vector<BandSummary> bands;
+  std::vector<std::string> warnings;
+};
+
+/// Measured files under `path`: the file itself, or every *.yaml (a measured dataset, with a
+/// `tables:` list) and every other regular file (an nccl-tests log) of a directory, sorted by
+/// name. Throws InputError if there is none.
+std::vector<std::string> measured_files(const std::string& path);
+
+/// Reads `files` and simulates every table on the scenario. Throws InputError for unreadable
+/// input or a table with more ranks than the scenario's job.
+ValidationReport validate(const std::vector<std::string>& files, const std::string& scenario_path,
+                          uint64_t seed_override, bool seed_set);
+
+/// Percentile p in [0, 1] of `values` (linear interpolation; 0 for none).
+double percentile(std::vector<double> values, double p);
+
+/// The report as tables: "validation" (one row per size) and "validation_bands".
+std::vector<metrics::Table> report_tables(const ValidationReport& r);
+/// The report as text: per table, its rows; then the band summary.
+std::string format_report(const ValidationReport& r);
+
+}  // namespace rocesim::validation
