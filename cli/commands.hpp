@@ -18,6 +18,7 @@ struct NcclTestsCommand {
   std::string output;  // results.h5; empty: none
   std::optional<uint64_t> seed;
   std::optional<int> ranks;       // the job's first N ranks
+  std::vector<std::string> env;   // NCCL settings KEY=VALUE over the scenario's `nccl:`
   std::vector<std::string> args;  // the test name and nccl-tests' flags
 };
 int nccl_tests(const NcclTestsCommand& c);

@@ -125,6 +125,11 @@ int main(int argc, char** argv) {
   nccl_tests->add_flag("--no-output", nt_no_output, "do not write results.h5");
   nccl_tests->add_option("--seed", nt.seed, "override the scenario's seed");
   nccl_tests->add_option("--ranks", nt.ranks, "use the job's first N ranks");
+  nccl_tests
+      ->add_option("-x,--env", nt.env,
+                   "an NCCL setting KEY=VALUE over the scenario's `nccl:` section, as "
+                   "`mpirun -x` passes it (repeatable), e.g. -x NCCL_ALGO=Ring")
+      ->allow_extra_args(false);
   // Everything from the benchmark's name on belongs to nccl-tests.
   nccl_tests->prefix_command();
 

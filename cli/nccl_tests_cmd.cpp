@@ -67,6 +67,22 @@ int nccl_tests(const NcclTestsCommand& c) {
   overrides.seed = c.seed;
   overrides.skip_workloads = true;
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
+  if (!c.env.empty()) {
+    // Read like a workload's `nccl:` overrides, so that every key and value is checked.
+    const auto where = std::make_shared<const std::string>("command line");
+    ConfigNode env = ConfigNode::map(SourceLocation{where, 0, 0}, "nccl");
+    for (const std::string& kv : c.env) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw InputError(SourceLocation{where, 0, 0}, "--env", "KEY=VALUE", "'" + kv + "'");
+      }
+      const std::string key = kv.substr(0, eq);
+      env.set(key, SourceLocation{where, 0, 0},
+              ConfigNode::scalar(kv.substr(eq + 1), SourceLocation{where, 0, 0},
+                                 config_path("nccl", key)));
+    }
+    run->nccl = nccl::read_nccl(ParamReader(env, nccl::nccl_table()), run->nccl, true);
+  }
   std::vector<fabric::NodeId> ranks = run->job_ranks;
   if (c.ranks) {
     if (*c.ranks < 1 || static_cast<size_t>(*c.ranks) > ranks.size()) {

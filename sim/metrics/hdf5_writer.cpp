@@ -334,8 +334,10 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     std::vector<uint64_t> offsets{0};
     std::vector<int64_t> latency;
     std::vector<double> weights;
+    std::vector<uint8_t> unions;
     for (routing::PathId p = 0; p < paths.size(); ++p) {
       const std::span<const double> w = paths.weights(p);
+      unions.push_back(w.empty() ? 0 : 1);
       for (size_t i = 0; i < paths.links(p).size(); ++i) {
         links.push_back(paths.links(p)[i]);
         weights.push_back(w.empty() ? 1.0 : w[i]);
@@ -347,6 +349,7 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     write_table(out, g, "offsets", H5T_NATIVE_UINT64, offsets.data(), offsets.size());
     write_table(out, g, "latency_ps", H5T_NATIVE_INT64, latency.data(), latency.size());
     write_table(out, g, "weights", H5T_NATIVE_DOUBLE, weights.data(), weights.size());
+    write_table(out, g, "union", H5T_NATIVE_UINT8, unions.data(), unions.size());
   }
   {
     std::vector<WorkloadRow> rows;

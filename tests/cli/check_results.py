@@ -3,6 +3,7 @@
 
     check_results.py RESULTS.h5                      structure and sane values
     check_results.py RESULTS.h5 --differs-from B.h5  also: the QP and flow tables differ from B's
+    check_results.py RESULTS.h5 --tables-only        a file of column tables (rocesim validate)
 
 Every group, dataset and field of the schema must be present with its type, and the values must
 be consistent with each other: flows are delivered after their last byte left the sender, which is
@@ -49,6 +50,7 @@ ARRAYS = {  # plain 1-D datasets
     "paths/offsets": ("u", 8),
     "paths/latency_ps": ("i", 8),
     "paths/weights": ("f", 8),
+    "paths/union": ("u", 1),
 }
 META_STRINGS = ["version", "scenario_name", "scenario_file", "scenario", "fabric"]
 META_NUMBERS = {"seed": "u", "end_ps": "i", "events": "u", "flows_total": "u",
@@ -182,16 +184,25 @@ def check_values(f, c):
     c.check(np.all(path_links < len(links)), "a path crosses a link that does not exist")
     c.check(np.all(latency >= 0), "a path latency is negative")
     if not c.failures and len(latency) > 0:
-        # Consecutive links of one path meet at a node; a path runs from a GPU to a GPU.
+        # Consecutive links of one route meet at a node; a route runs from a GPU to a GPU. A
+        # union (a pipeline's links, each once, with weights) is a set, not a chain.
+        union = f["paths/union"][:]
+        c.check(len(union) == len(latency), "/paths/union is not one per path")
         starts = np.zeros(len(path_links) + 1, dtype=bool)
         starts[offsets] = True
-        inner = np.nonzero(~starts[1:-1])[0]  # i such that links i and i+1 share a path
+        in_union = np.repeat(union.astype(bool), np.diff(offsets.astype(np.int64)))
+        # i such that links i and i+1 are consecutive links of one route
+        inner = np.nonzero(~starts[1:-1] & ~in_union[:-1])[0]
         c.check(np.all(links["dst"][path_links[inner]] == links["src"][path_links[inner + 1]]),
                 "a path is not a chain of links")
-        first, last = path_links[offsets[:-1]], path_links[offsets[1:] - 1]
+        route = ~union.astype(bool)
+        first, last = path_links[offsets[:-1]][route], path_links[offsets[1:] - 1][route]
         c.check(np.all(nodes["kind"][links["src"][first]] == b"gpu") and
                 np.all(nodes["kind"][links["dst"][last]] == b"gpu"),
                 "a path does not run from a GPU to a GPU")
+        w = f["paths/weights"][:]
+        c.check(np.all(w[~in_union] == 1.0) and np.all(w[in_union] > 0),
+                "a route's weights are not 1, or a union's not positive")
 
     # qps
     c.check(np.array_equal(qps["qp"], np.arange(len(qps))), "/qps ids are not 0..n-1")
@@ -284,13 +295,39 @@ def check_values(f, c):
         c.check(t["links"] == len(mine), f"tier {text(t['link_class'])}: wrong link count")
         if len(mine) == 0:
             continue
-        c.check(0 <= t["mean_utilization"] <= t["max_utilization"] <= 1 + TOLERANCE,
+        c.check(0 <= t["mean_utilization"] <= t["max_utilization"] * (1 + TOLERANCE) and
+                t["max_utilization"] <= 1 + TOLERANCE,
                 f"tier {text(t['link_class'])}: utilisation outside 0 <= mean <= max <= 1")
         c.check(np.isclose(t["max_utilization"], mine["utilization"].max(), rtol=1e-12),
                 f"tier {text(t['link_class'])}: max_utilization is not the max over its links")
         c.check(t["max_qps"] == mine["qps"].max(), f"tier {text(t['link_class'])}: max_qps")
         c.check(t["mmr"] == 0 or t["mmr"] >= 1 - TOLERANCE,
                 f"tier {text(t['link_class'])}: MMR {t['mmr']} is below 1")
+
+
+def check_tables(f, c):
+    """The column tables under /tables: one 1-D dataset per column, all of one length, in the
+    order of the group's `columns` attribute, each with a `unit`; nccl-tests rows obey
+    algbw = size / time."""
+    if "tables" not in f:
+        return
+    for name, g in f["tables"].items():
+        columns = text(g.attrs.get("columns", b"")).split(",")
+        c.check("description" in g.attrs, f"/tables/{name} has no description")
+        c.check(sorted(columns) == sorted(g.keys()),
+                f"/tables/{name}: columns attribute {columns} != datasets {sorted(g.keys())}")
+        lengths = {len(g[k]) for k in g.keys()}
+        c.check(len(lengths) <= 1, f"/tables/{name}: columns of different lengths {lengths}")
+        for k in g.keys():
+            c.check(g[k].ndim == 1, f"/tables/{name}/{k} is not 1-D")
+            c.check("unit" in g[k].attrs, f"/tables/{name}/{k} has no unit")
+        if name == "nccl_tests":
+            for half in ("out_of_place", "in_place"):
+                t = g[f"time_us_{half}"][:]
+                size = g["size_bytes"][:].astype(float)
+                c.check(bool(np.all(t > 0)), f"/tables/{name}: a time is not positive")
+                c.check(np.allclose(g[f"algbw_{half}"][:], size / t * 1e-3, rtol=1e-9),
+                        f"/tables/{name}: algbw_{half} != size / time")
 
 
 def check_differs(f, other_path, c):
@@ -305,10 +342,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")
     ap.add_argument("--differs-from", metavar="OTHER")
+    ap.add_argument("--tables-only", action="store_true")
     args = ap.parse_args()
     c = Checker()
     with h5py.File(args.results, "r") as f:
-        if check_structure(f, c):
+        check_tables(f, c)
+        if args.tables_only:
+            c.check("tables" in f, "no /tables")
+        elif check_structure(f, c):
             check_meta(f, c)
             check_values(f, c)
             if args.differs_from:

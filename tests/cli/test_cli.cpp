@@ -104,6 +104,74 @@ TEST_P(ExampleScenario, RunsPrintsItsSummaryAndWritesReadableResults) {
 INSTANTIATE_TEST_SUITE_P(Scenarios, ExampleScenario, testing::ValuesIn(yaml_files("scenarios")),
                          test_name);
 
+// ---- rocesim nccl-tests ----
+
+TEST(NcclTests, PrintsTheTableAndWritesItsRows) {
+  // all_reduce_perf from 8 B to 128 MiB by factors of 4 on the example's 128 GPUs: 13 rows, the
+  // "# Avg bus bandwidth" line, one "#  Rank" line per GPU; results.h5 holds the rows in
+  // /tables/nccl_tests (checked by check_results.py: algbw = size / time).
+  const TempDir dir("cli-nccl-tests");
+  const CommandResult r = run_cli(
+      fmt::format("nccl-tests --scenario {} -o {} all_reduce_perf -b 8 -e 128M -f 4 -n 2 -w 1",
+                  source_path("scenarios/nccl_collectives.yaml"), dir / "results.h5"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("# Collective test starting: all_reduce_perf"));
+  EXPECT_THAT(r.out, HasSubstr("# Avg bus bandwidth    : "));
+  EXPECT_THAT(r.out, HasSubstr("#  Rank 127 Group  0"));
+  EXPECT_THAT(r.out, HasSubstr("   134217728      33554432     float     sum      -1"));
+  size_t rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] != '#') ++rows;
+  }
+  EXPECT_EQ(rows, 13u);
+  const CommandResult check = check_results(dir / "results.h5");
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+TEST(NcclTests, SettingsOnTheCommandLineOverTheScenarios) {
+  // -x NCCL_ALGO=Ring forces rings where the tuner would pick a tree for 64 KiB: slower.
+  const std::string scenario = source_path("scenarios/nccl_collectives.yaml");
+  auto time_of = [&](const std::string& extra) {
+    const CommandResult r = run_cli(fmt::format(
+        "nccl-tests --scenario {} --no-output {} all_reduce_perf -b 64K -e 64K -n 1 -w 0", scenario,
+        extra));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      std::string f;
+      for (int i = 0; i < 6; ++i)
+        fields >> f;
+      return std::stod(f);
+    }
+    return 0.0;
+  };
+  EXPECT_GT(time_of("-x NCCL_ALGO=Ring"), time_of(""));
+}
+
+TEST(NcclTests, BadArgumentsExitTwoAndWriteNothing) {
+  const TempDir dir("cli-nccl-tests-bad");
+  const std::string scenario = source_path("scenarios/nccl_collectives.yaml");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"all_reduce_perf -b 8X", "'-b': expected a size in bytes"},
+      {"allreduce -b 8", "'test': expected an nccl-tests benchmark"},
+      {"-x NCCL_ALGO=Rings all_reduce_perf", "'nccl.NCCL_ALGO': expected one of"},
+      {"--ranks 129 all_reduce_perf", "'--ranks': expected 1 to 128"},
+      {"broadcast_perf -r 128", "'-r': expected a rank below 128"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CommandResult r = run_cli(
+        fmt::format("nccl-tests --scenario {} -o {} {}", scenario, dir / "results.h5", args));
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_THAT(r.err, HasSubstr(message)) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
 // ---- every ready topology ----
 
 class ReadyTopology : public testing::TestWithParam<std::string> {};

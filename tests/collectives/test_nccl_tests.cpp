@@ -1,0 +1,205 @@
+// The nccl-tests emulation: its command line, its size conventions, its sweep and its table, and
+// the table read back by the log reader that reads real nccl-tests output.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim/collectives/nccl/nccl_tests.hpp"
+#include "tests/support/test_support.hpp"
+#include "validation/lib/nccl_tests_log.hpp"
+
+namespace rocesim::collectives::nccl {
+namespace {
+
+using test::contains;
+
+NcclTestsOptions parse(std::vector<std::string> args) {
+  return parse_nccl_tests_args(args);
+}
+
+TEST(NcclTestsArgs, SizesStepsAndCountsAsNcclTestsReadsThem) {
+  // nccl-tests' parsesize(): K, M, G are powers of 1024; -f multiplies, -i adds.
+  const NcclTestsOptions o = parse({"all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-n", "5",
+                                    "-w", "1", "-d", "half", "-o", "max"});
+  EXPECT_EQ(o.collective, Collective::AllReduce);
+  EXPECT_EQ(o.min_bytes, 8);
+  EXPECT_EQ(o.max_bytes, int64_t{8} << 30);
+  EXPECT_EQ(o.step_factor, 2);
+  EXPECT_EQ(o.iters, 5);
+  EXPECT_EQ(o.warmup, 1);
+  EXPECT_EQ(o.type_size, 2);
+  EXPECT_EQ(o.op, "max");
+  const std::vector<int64_t> sweep = nccl_tests_sweep(o);
+  ASSERT_EQ(sweep.size(), 31u);  // 2^3 .. 2^33
+  EXPECT_EQ(sweep.back(), int64_t{8} << 30);
+
+  const NcclTestsOptions add = parse({"broadcast_perf", "-b1M", "-e", "4m", "-i", "1M"});
+  EXPECT_EQ(nccl_tests_sweep(add), (std::vector<int64_t>{1 << 20, 2 << 20, 3 << 20, 4 << 20}));
+  // Defaults: -b 32M -e 32M, 20 iterations after 5 warm-ups, float, sum.
+  const NcclTestsOptions d = parse({"alltoall_perf"});
+  EXPECT_EQ(nccl_tests_sweep(d), std::vector<int64_t>{32 << 20});
+  EXPECT_EQ(d.iters, 20);
+  EXPECT_EQ(d.warmup, 5);
+  EXPECT_EQ(d.datatype, "float");
+  // Process-layout and run-time flags are accepted and reported as ignored.
+  EXPECT_EQ(parse({"all_reduce_perf", "-g", "1", "-c", "0"}).ignored.size(), 2u);
+}
+
+TEST(NcclTestsArgs, BadArgumentsNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string key, expected;
+  };
+  const std::vector<Case> cases = {
+      {{}, "test", "an nccl-tests benchmark"},
+      {{"all_reduce"}, "test", "all_reduce_perf"},
+      {{"all_reduce_perf", "-b", "8X"}, "-b", "a size in bytes"},
+      {{"all_reduce_perf", "-b", "1G", "-e", "1M"}, "-e", "at least the minimum size"},
+      {{"all_reduce_perf", "-f", "0"}, "-f", "an integer from 1"},
+      {{"all_reduce_perf", "-d", "float128"}, "-d", "one data type"},
+      {{"all_reduce_perf", "-o", "all"}, "-o", "one reduction"},
+      {{"all_reduce_perf", "-q", "1"}, "-q", "an nccl-tests flag"},
+      {{"all_reduce_perf", "-n"}, "-n", "a value after the flag"},
+  };
+  for (const Case& c : cases) {
+    const InputError e = test::input_error([&] { parse(c.args); });
+    EXPECT_EQ(e.key(), c.key) << e.what();
+    EXPECT_TRUE(contains(e.what(), c.expected)) << e.what();
+    EXPECT_TRUE(contains(e.what(), "nccl-tests command line")) << e.what();
+  }
+}
+
+TEST(NcclTestsSizes, DividedCollectivesCountPerRank) {
+  // nccl-tests' getCollByteCount(): AllGather, ReduceScatter, AlltoAll, Gather, Scatter work on
+  // count / nranks elements per rank: size 1 MiB of floats on 6 ranks is 262144 / 6 = 43690
+  // per rank, size column 43690 x 6 x 4 = 1048560. AllReduce, Broadcast, Reduce, Send/Recv use
+  // the whole count.
+  for (Collective c : {Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
+                       Collective::Gather, Collective::Scatter}) {
+    const NcclTestsSize s = nccl_tests_size(c, 1 << 20, 6, 4);
+    EXPECT_EQ(s.count, 43690);
+    EXPECT_EQ(s.size_bytes, 1048560);
+    EXPECT_EQ(s.op_bytes, s.size_bytes);
+  }
+  for (Collective c :
+       {Collective::AllReduce, Collective::Broadcast, Collective::Reduce, Collective::SendRecv}) {
+    const NcclTestsSize s = nccl_tests_size(c, 1 << 20, 6, 4);
+    EXPECT_EQ(s.count, 262144);
+    EXPECT_EQ(s.size_bytes, 1 << 20);
+  }
+  // Below one element per rank the size is 0, as nccl-tests prints it.
+  EXPECT_EQ(nccl_tests_size(Collective::AllGather, 8, 16, 4).size_bytes, 0);
+}
+
+constexpr const char* kScenario = R"(name: two-servers
+topology:
+  type: rail_optimized
+  nodes: 2
+  nodes_per_leaf: 2
+  node: {gpus: 8}
+  leaf: {uplinks: 8}
+  spine: {count: 8}
+job: {ranks: all}
+)";
+
+struct Sweep {
+  std::unique_ptr<scenario::ScenarioRun> run;
+  const NcclTestsWorkload* workload = nullptr;
+};
+
+Sweep sweep(const std::vector<std::string>& args) {
+  scenario::Overrides o;
+  o.skip_workloads = true;
+  Sweep s;
+  s.run = scenario::load_scenario_text(kScenario, "two-servers.yaml", test::source_path(""), o);
+  auto w = std::make_unique<NcclTestsWorkload>(
+      "nccl-tests", OpRunner(s.run->fabric, s.run->job_ranks, s.run->nccl), parse(args));
+  s.workload = w.get();
+  s.run->sim->add_workload(std::move(w), Time{});
+  s.run->run();
+  return s;
+}
+
+TEST(NcclTestsSweep, BandwidthsAreNcclTestsDefinitions) {
+  // algbw = size / time (GB/s, 1e9), busbw = algbw x factor; out-of-place and in-place move
+  // the same bytes on an idle fabric, so their times agree; the average bus bandwidth is the
+  // mean over every row of both halves.
+  const Sweep s =
+      sweep({"all_gather_perf", "-b", "1K", "-e", "64M", "-f", "4", "-n", "2", "-w", "1"});
+  const auto& rows = s.workload->rows();
+  ASSERT_EQ(rows.size(), 9u);
+  double sum = 0;
+  for (const NcclTestsRow& r : rows) {
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_GT(r.time_us[k], 0);
+      EXPECT_NEAR(r.algbw_GBps[k], static_cast<double>(r.size.size_bytes) / r.time_us[k] * 1e-3,
+                  1e-12);
+      EXPECT_NEAR(r.busbw_GBps[k], r.algbw_GBps[k] * 15.0 / 16, 1e-12);
+      sum += r.busbw_GBps[k];
+    }
+    EXPECT_NEAR(r.time_us[0], r.time_us[1], 1e-6 * r.time_us[0]);
+    EXPECT_EQ(r.root, -1);
+  }
+  EXPECT_NEAR(average_busbw(rows), sum / 18, 1e-12);
+  // Larger operations take no less time and reach a higher bus bandwidth (small ones are
+  // latency-bound: their times may agree to the picosecond).
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_GE(rows[i].time_us[0], rows[i - 1].time_us[0]);
+    EXPECT_GT(rows[i].busbw_GBps[0], rows[i - 1].busbw_GBps[0]);
+  }
+}
+
+TEST(NcclTestsSweep, IterationsOnAnIdleFabricRepeatTheSameTime) {
+  // Every operation runs on the same connections of an otherwise idle fabric: the mean of 5 is
+  // the time of 1 (what lets `rocesim validate` simulate one operation per size).
+  const Sweep one =
+      sweep({"all_reduce_perf", "-b", "8", "-e", "256M", "-f", "32", "-n", "1", "-w", "0"});
+  const Sweep five =
+      sweep({"all_reduce_perf", "-b", "8", "-e", "256M", "-f", "32", "-n", "5", "-w", "2"});
+  ASSERT_EQ(one.workload->rows().size(), five.workload->rows().size());
+  for (size_t i = 0; i < one.workload->rows().size(); ++i) {
+    EXPECT_NEAR(one.workload->rows()[i].time_us[0], five.workload->rows()[i].time_us[0],
+                1e-6 * one.workload->rows()[i].time_us[0]);
+  }
+}
+
+TEST(NcclTestsTable, ReadsBackWithTheLogReader) {
+  // The printed table is nccl-tests' own format: the reader of real logs parses it into the
+  // same rows (times to the printed precision), the benchmark, the rank count and the average.
+  const Sweep s =
+      sweep({"reduce_scatter_perf", "-b", "8", "-e", "1G", "-f", "4", "-n", "1", "-w", "0"});
+  std::vector<std::string> names;
+  for (fabric::NodeId g : s.run->job_ranks)
+    names.push_back(s.run->fabric.node(g).name);
+  const std::string text =
+      format_nccl_tests(s.workload->options(), s.workload->rows(), names, "rocesim test");
+  const validation::NcclTestsLog log = validation::read_nccl_tests_log(text, "simulated.log");
+  ASSERT_EQ(log.tables.size(), 1u) << text;
+  const validation::NcclTestsTable& t = log.tables[0];
+  EXPECT_EQ(t.test, "reduce_scatter_perf");
+  EXPECT_EQ(t.collective, "reducescatter");
+  EXPECT_EQ(t.nranks, 16);
+  EXPECT_EQ(t.nodes, 2);
+  ASSERT_EQ(t.rows.size(), s.workload->rows().size());
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const NcclTestsRow& r = s.workload->rows()[i];
+    EXPECT_EQ(t.rows[i].size_bytes, r.size.size_bytes);
+    EXPECT_EQ(t.rows[i].count, r.size.count);
+    EXPECT_EQ(t.rows[i].type, "float");
+    EXPECT_EQ(t.rows[i].redop, "sum");
+    EXPECT_EQ(t.rows[i].wrong_out, "N/A");
+    // %7.2f below 100 us, %7.1f below 10 ms, %7.0f above.
+    const double digits = r.time_us[0] < 100 ? 0.005 : r.time_us[0] < 1e4 ? 0.05 : 0.5;
+    EXPECT_NEAR(t.rows[i].time_us_out, r.time_us[0], digits + 1e-9);
+    EXPECT_NEAR(t.rows[i].busbw_out, r.busbw_GBps[0], 0.005 + 1e-9);
+  }
+  ASSERT_TRUE(t.avg_busbw.has_value());
+  EXPECT_NEAR(*t.avg_busbw, average_busbw(s.workload->rows()), 1e-4 * *t.avg_busbw);
+}
+
+}  // namespace
+}  // namespace rocesim::collectives::nccl
