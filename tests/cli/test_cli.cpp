@@ -17,6 +17,7 @@
 
 #include "sim/scenario/scenario.hpp"
 #include "tests/support/test_support.hpp"
+#include "validation/lib/nccl_tests_log.hpp"
 
 namespace rocesim::test {
 namespace {
@@ -170,6 +171,72 @@ TEST(NcclTests, BadArgumentsExitTwoAndWriteNothing) {
     EXPECT_EQ(r.out, "") << args;
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// ---- rocesim validate ----
+
+struct ValidationCase {
+  const char* scenario;  // validation/scenarios/<scenario>.yaml
+  const char* dataset;   // validation/data/measured/<dataset>.yaml
+};
+
+class Validate : public testing::TestWithParam<ValidationCase> {};
+
+TEST_P(Validate, EveryDevelopmentDatasetOnItsClustersScenario) {
+  // One CSV row per measured row, the band summary, the HDF5 tables and the plot.
+  const ValidationCase v = GetParam();
+  const std::string dataset =
+      source_path(fmt::format("validation/data/measured/{}.yaml", v.dataset));
+  const TempDir dir("cli-validate");
+  const CommandResult r = run_cli(fmt::format(
+      "validate --measured {} --scenario {} -o {}", dataset,
+      source_path(fmt::format("validation/scenarios/{}.yaml", v.scenario)), dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Absolute relative errors per size band"));
+  EXPECT_THAT(r.out, HasSubstr("all tables"));
+  size_t measured = 0;
+  for (const validation::NcclTestsTable& t : validation::read_measured_dataset(dataset).tables)
+    measured += t.rows.size();
+  size_t lines = 0;
+  std::istringstream csv(slurp(dir / "validation.csv"));
+  for (std::string line; std::getline(csv, line);)
+    ++lines;
+  EXPECT_EQ(lines, measured + 1);  // and the header
+  EXPECT_GT(std::filesystem::file_size(dir / "validation.png"), 10000u);
+  EXPECT_TRUE(std::filesystem::exists(dir / "validation_bands.csv"));
+  const CommandResult check = check_results(dir / "validation.h5", "--tables-only");
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Datasets, Validate,
+    testing::Values(ValidationCase{"h100-ib-400g", "nvidia_nccl-tests_issue309_h100_ib_2-8nodes"},
+                    ValidationCase{"aws-p4d-efa", "aws_p4d_efa_a100_2node_allreduce"},
+                    ValidationCase{"abci-a100-sharp", "abci_a100_ib_sharp_2node_allreduce"}),
+    [](const auto& p) {
+      std::string s = p.param.scenario;
+      std::replace(s.begin(), s.end(), '-', '_');
+      return s;
+    });
+
+TEST(ValidateErrors, ATableWithMoreRanksThanTheJobIsALocatedError) {
+  // The H100 dataset has tables of 32 and 64 ranks; the AWS scenario's job has 16 GPUs: exit 2,
+  // naming the table's line in the dataset, nothing written.
+  const TempDir dir("cli-validate-bad");
+  const std::string out = dir / "out";
+  const CommandResult r = run_cli(fmt::format(
+      "validate --measured {} --scenario {} -o {} --no-plot",
+      source_path("validation/data/measured/nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml"),
+      source_path("validation/scenarios/aws-p4d-efa.yaml"), out));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml:"));
+  EXPECT_THAT(r.err, HasSubstr("'ranks': expected a table measured on at most the 16 ranks"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const CommandResult missing =
+      run_cli(fmt::format("validate --measured {} --scenario {}", dir / "nothing-here",
+                          source_path("validation/scenarios/aws-p4d-efa.yaml")));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("'--measured'"));
 }
 
 // ---- every ready topology ----

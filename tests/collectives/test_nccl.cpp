@@ -578,6 +578,9 @@ TEST(NcclParameters, StructDefaultsAreTheTableDefaults) {
   EXPECT_EQ(a.proto, b.proto);
   EXPECT_EQ(a.min_channels, b.min_channels);
   EXPECT_EQ(a.max_channels, b.max_channels);
+  EXPECT_EQ(a.min_ctas, b.min_ctas);
+  EXPECT_EQ(a.max_ctas, b.max_ctas);
+  EXPECT_EQ(a.channels_per_net_peer, b.channels_per_net_peer);
   EXPECT_EQ(a.qps_per_connection, b.qps_per_connection);
   EXPECT_EQ(a.split_data_on_qps, b.split_data_on_qps);
   EXPECT_EQ(a.buffsize, b.buffsize);

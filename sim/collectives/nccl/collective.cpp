@@ -72,8 +72,10 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
 
 int OpRunner::channels_for(int64_t bytes, Protocol p) const {
   int c = std::min(kMaxChannels, 2 * comm_.nics_per_node());
-  if (config_.max_channels > 0) c = std::min(c, config_.max_channels);
-  if (config_.min_channels > 0) c = std::max(c, std::min(config_.min_channels, kMaxChannels));
+  for (int bound : {config_.max_channels, config_.max_ctas}) {
+    if (bound > 0) c = std::min(c, bound);
+  }
+  c = std::max(c, std::max(config_.min_channels, config_.min_ctas));
   const double min_bytes = kMinChannelBytes[static_cast<int>(p)];
   const int by_size = static_cast<int>(static_cast<double>(bytes) / min_bytes);
   return std::max(1, std::min(c, by_size));
@@ -328,7 +330,13 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
         }
       }
     }
-    p2p_.emplace_back(connection(sim, e, message, kP2pChannel), b);
+    // Across servers NCCL spreads a pair's data over NCCL_NCHANNELS_PER_NET_PEER channels,
+    // each with its own connection (and QPs).
+    const int parts = e.network ? config_.channels_per_net_peer : 1;
+    for (int k = 0; k < parts; ++k) {
+      const int64_t share = b / parts + (k < b % parts ? 1 : 0);
+      if (share > 0) p2p_.emplace_back(connection(sim, e, message, kP2pChannel - k), share);
+    }
   };
   switch (c) {
     case Collective::AllToAll:

@@ -100,7 +100,8 @@ class OpRunner {
   static uint64_t tag(Kind k, uint64_t i) { return kTagLimit * k + i; }
 
   /// The connection of an edge on a channel, made on first use and kept for later operations
-  /// (NCCL connects each channel's peers once). Point-to-point pairs use kP2pChannel.
+  /// (NCCL connects each channel's peers once). Point-to-point pairs use kP2pChannel, kP2pChannel -
+  /// 1, ...
   engine::ConnectionId connection(engine::Simulation& sim, const Edge& e, int64_t message,
                                   int channel);
   static constexpr int kP2pChannel = -1;

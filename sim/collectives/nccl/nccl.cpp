@@ -32,6 +32,23 @@ constexpr Param kNcclParams[] = {
      .fallback = "0",
      .help = "upper bound on channels (0: automatic, at most 32)",
      .check = Check::NonNegative},
+    {.key = "NCCL_MIN_CTAS",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "lower bound on channels (CTAs), like NCCL_MIN_NCHANNELS; the larger bound wins",
+     .check = Check::NonNegative},
+    {.key = "NCCL_MAX_CTAS",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "upper bound on channels (CTAs), like NCCL_MAX_NCHANNELS; the smaller bound wins",
+     .check = Check::NonNegative},
+    {.key = "NCCL_NCHANNELS_PER_NET_PEER",
+     .type = ParamType::Integer,
+     .fallback = "2",
+     .help = "point-to-point (AlltoAll, Gather, Scatter, Send/Recv): channels, hence "
+             "connections and QPs, per pair of ranks on different servers; the data is split "
+             "evenly",
+     .check = Check::Positive},
     {.key = "NCCL_IB_QPS_PER_CONNECTION",
      .type = ParamType::Integer,
      .fallback = "1",
@@ -199,6 +216,18 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     c.max_channels = static_cast<int>(r.integer("NCCL_MAX_NCHANNELS"));
   if (c.min_channels > kMaxChannels) {
     r.fail("NCCL_MIN_NCHANNELS", "at most 32 channels", std::to_string(c.min_channels));
+  }
+  if (take("NCCL_MIN_CTAS")) c.min_ctas = static_cast<int>(r.integer("NCCL_MIN_CTAS"));
+  if (take("NCCL_MAX_CTAS")) c.max_ctas = static_cast<int>(r.integer("NCCL_MAX_CTAS"));
+  if (c.min_ctas > kMaxChannels) {
+    r.fail("NCCL_MIN_CTAS", "at most 32 channels", std::to_string(c.min_ctas));
+  }
+  if (take("NCCL_NCHANNELS_PER_NET_PEER")) {
+    c.channels_per_net_peer = static_cast<int>(r.integer("NCCL_NCHANNELS_PER_NET_PEER"));
+    if (c.channels_per_net_peer > kMaxChannels) {
+      r.fail("NCCL_NCHANNELS_PER_NET_PEER", "at most 32 channels",
+             std::to_string(c.channels_per_net_peer));
+    }
   }
   if (take("NCCL_IB_QPS_PER_CONNECTION")) {
     c.qps_per_connection = static_cast<uint32_t>(r.integer("NCCL_IB_QPS_PER_CONNECTION"));

@@ -62,6 +62,9 @@ struct NcclConfig {
   std::optional<Protocol> proto;       // NCCL_PROTO
   int min_channels = 0;                // NCCL_MIN_NCHANNELS (0: automatic)
   int max_channels = 0;                // NCCL_MAX_NCHANNELS (0: automatic)
+  int min_ctas = 0;                    // NCCL_MIN_CTAS (a lower bound like NCCL_MIN_NCHANNELS)
+  int max_ctas = 0;                    // NCCL_MAX_CTAS
+  int channels_per_net_peer = 2;       // NCCL_NCHANNELS_PER_NET_PEER (point-to-point)
   uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
   bool split_data_on_qps = false;      // NCCL_IB_SPLIT_DATA_ON_QPS
   Bytes buffsize{4 << 20};             // NCCL_BUFFSIZE (Simple)
