@@ -121,7 +121,12 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& t, size_t i
     c.size_bytes = m.size_bytes;
     const bool oop = m.has_out_of_place;
     c.measured_time_us = oop ? m.time_us_out : m.time_us_in;
-    c.measured_busbw = oop ? m.busbw_out : m.busbw_in;
+    // busbw from the measured time, as nccl-tests computes it before printing it to 0.01 GB/s
+    // (a printed 0.01 would make the relative error of small sizes meaningless).
+    c.measured_busbw = c.measured_time_us > 0
+                           ? static_cast<double>(m.size_bytes) / c.measured_time_us * 1e-3 *
+                                 nccl::busbw_factor(*collective, out.nranks)
+                           : 0;
     c.simulated_time_us = sim.time_us[0];
     c.simulated_busbw = sim.busbw_GBps[0];
     c.time_error = c.measured_time_us > 0

@@ -10,7 +10,8 @@
 // is the out-of-place one where the table has it (the in-place one otherwise).
 //
 // Errors are signed and relative, (simulated - measured) / measured, for the time and the bus
-// bandwidth; the summary gives, per size band (under 1 MiB, 1 to 64 MiB, 64 MiB and over), the
+// bandwidth (the measured one recomputed from the measured time with nccl-tests' formula: the
+// printed value is rounded to 0.01 GB/s); the summary gives, per size band (under 1 MiB, 1 to 64 MiB, 64 MiB and over), the
 // median and 90th percentile of their absolute values (percentiles interpolate linearly between
 // order statistics).
 #pragma once
