@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/scenario/calibration.hpp"
+
 namespace rocesim::cli {
 
 inline constexpr int kExitInput = 2;
@@ -20,6 +22,7 @@ struct NcclTestsCommand {
   std::optional<int> ranks;       // the job's first N ranks
   std::vector<std::string> env;   // NCCL settings KEY=VALUE over the scenario's `nccl:`
   std::vector<std::string> args;  // the test name and nccl-tests' flags
+  std::vector<std::string> set;   // parameter values KEY=VALUE (after calibration files)
 };
 int nccl_tests(const NcclTestsCommand& c);
 
@@ -28,8 +31,12 @@ struct ValidateCommand {
   std::string scenario;
   std::string output_dir;
   std::optional<uint64_t> seed;
+  std::vector<std::string> set;  // parameter values KEY=VALUE (after calibration files)
   bool plot = true;
 };
+
+/// The parameter overrides of `--set KEY=VALUE` options. Throws InputError.
+std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& sets);
 int validate(const ValidateCommand& c);
 
 }  // namespace rocesim::cli

@@ -32,11 +32,13 @@ using cli::kExitInput;
 using cli::kExitInternal;
 
 int cmd_run(const std::string& scenario_path, const std::string& out_path,
-            std::optional<uint64_t> seed, int threads, bool quiet) {
+            std::optional<uint64_t> seed, int threads, bool quiet,
+            const std::vector<std::string>& sets) {
   const auto wall0 = std::chrono::steady_clock::now();
   scenario::Overrides o;
   o.seed = seed;
   o.threads = threads;
+  o.parameters = cli::parse_sets(sets);
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, o);
 
   // A progress line on stderr for long runs, only when stderr is a terminal.
@@ -62,8 +64,8 @@ int cmd_run(const std::string& scenario_path, const std::string& out_path,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 
   if (!out_path.empty()) {
-    metrics::ResultsMeta meta{ROCESIM_VERSION,     run->name, scenario_path,
-                              run->effective_yaml, run->seed, {}};
+    metrics::ResultsMeta meta{ROCESIM_VERSION, run->name, scenario_path,        run->effective_yaml,
+                              run->seed,       {},        run->calibration_yaml};
     metrics::write_results_h5(out_path, *run->recorder, meta, run->compression);
   }
   if (!quiet) {
@@ -96,6 +98,13 @@ int main(int argc, char** argv) {
   std::optional<uint64_t> seed;
   int threads = 1;
   bool quiet = false, no_output = false;
+  std::vector<std::string> sets;
+  const auto add_set = [](CLI::App* cmd, std::vector<std::string>& into) {
+    cmd->add_option("--set", into,
+                    "a parameter value KEY=VALUE over the scenario and its calibration files "
+                    "(repeatable), e.g. --set topology.node.nic_efficiency=0.95")
+        ->allow_extra_args(false);
+  };
 
   CLI::App* run =
       app.add_subcommand("run", "Simulate a scenario; print a summary, write results.h5");
@@ -107,6 +116,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   run->add_flag("--no-output", no_output, "do not write results.h5");
   run->add_flag("-q,--quiet", quiet, "print nothing on success");
+  add_set(run, sets);
 
   CLI::App* topo = app.add_subcommand("topo",
                                       "Describe a topology: counts, subscription, "
@@ -125,6 +135,7 @@ int main(int argc, char** argv) {
   nccl_tests->add_flag("--no-output", nt_no_output, "do not write results.h5");
   nccl_tests->add_option("--seed", nt.seed, "override the scenario's seed");
   nccl_tests->add_option("--ranks", nt.ranks, "use the job's first N ranks");
+  add_set(nccl_tests, nt.set);
   nccl_tests
       ->add_option("-x,--env", nt.env,
                    "an NCCL setting KEY=VALUE over the scenario's `nccl:` section, as "
@@ -156,6 +167,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   validate->add_option("--seed", val.seed, "override the scenario's seed");
   validate->add_flag("--no-plot", no_plot, "do not draw validation.png");
+  add_set(validate, val.set);
 
   CLI::App* schema = app.add_subcommand("schema", "Print the scenario reference (Markdown)");
 
@@ -169,7 +181,7 @@ int main(int argc, char** argv) {
 
   try {
     if (run->parsed())
-      return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet);
+      return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet, sets);
     if (topo->parsed()) return cmd_topo(topo_path);
     if (nccl_tests->parsed()) {
       nt.args = nccl_tests->remaining();

@@ -66,6 +66,7 @@ int nccl_tests(const NcclTestsCommand& c) {
   scenario::Overrides overrides;
   overrides.seed = c.seed;
   overrides.skip_workloads = true;
+  overrides.parameters = parse_sets(c.set);
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   if (!c.env.empty()) {
     // Read like a workload's `nccl:` overrides, so that every key and value is checked.
@@ -109,8 +110,9 @@ int nccl_tests(const NcclTestsCommand& c) {
       ROCESIM_VERSION, o.test, run->name, c.scenario, ranks.size(), servers.size(), run->seed);
   std::cout << nccl::format_nccl_tests(o, s->rows(), names, banner);
   if (!c.output.empty()) {
-    metrics::ResultsMeta meta{ROCESIM_VERSION,     run->name, c.scenario,
-                              run->effective_yaml, run->seed, {rows_table(o, s->rows())}};
+    metrics::ResultsMeta meta{ROCESIM_VERSION,      run->name, c.scenario,
+                              run->effective_yaml,  run->seed, {rows_table(o, s->rows())},
+                              run->calibration_yaml};
     metrics::write_results_h5(c.output, *run->recorder, meta, run->compression);
   }
 #ifndef __SANITIZE_ADDRESS__

@@ -45,8 +45,14 @@ int run_program(const std::vector<std::string>& argv) {
 int validate(const ValidateCommand& c) {
   namespace fs = std::filesystem;
   const std::vector<std::string> files = validation::measured_files(c.measured);
+  scenario::Overrides overrides;
+  overrides.seed = c.seed;
+  overrides.skip_workloads = true;
+  overrides.parameters = parse_sets(c.set);
+  // The scenario as simulated (calibrated parameters applied), for results.h5.
+  const std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   const validation::ValidationReport report =
-      validation::validate(files, c.scenario, c.seed.value_or(0), c.seed.has_value());
+      validation::validate(validation::read_measured(files), c.scenario, overrides);
   for (const std::string& w : report.warnings)
     std::cerr << w << "\n";
   std::cout << validation::format_report(report);
@@ -68,7 +74,9 @@ int validate(const ValidateCommand& c) {
   meta.version = ROCESIM_VERSION;
   meta.scenario_name = fs::path(c.scenario).stem().string();
   meta.scenario_file = c.scenario;
-  meta.seed = c.seed.value_or(0);
+  meta.seed = run->seed;
+  meta.effective_scenario = run->effective_yaml;
+  meta.calibration = run->calibration_yaml;
   meta.tables = tables;
   metrics::write_tables_h5(h5, meta);
   std::cout << fmt::format("\nwritten: {}, {}, {}", csv, bands_csv, h5);

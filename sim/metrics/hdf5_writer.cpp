@@ -209,6 +209,7 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     attr_string(g, "scenario_name", meta.scenario_name);
     attr_string(g, "scenario_file", meta.scenario_file);
     attr_string(g, "scenario", meta.effective_scenario);
+    attr_string(g, "calibration", meta.calibration);
     attr_string(g, "fabric", f.description());
     attr_scalar(g, "seed", H5T_NATIVE_UINT64, meta.seed);
     attr_scalar(g, "end_ps", H5T_NATIVE_INT64, sim.end_time().count_ps());
@@ -533,6 +534,7 @@ void write_tables_h5(const std::string& path, const ResultsMeta& meta) {
       attr_string(g, "scenario_name", meta.scenario_name);
       attr_string(g, "scenario_file", meta.scenario_file);
       attr_string(g, "scenario", meta.effective_scenario);
+      attr_string(g, "calibration", meta.calibration);
       attr_scalar(g, "seed", H5T_NATIVE_UINT64, meta.seed);
     }
     write_tables(w, file, meta.tables);

@@ -17,6 +17,7 @@ struct ResultsMeta {
   std::string effective_scenario;  // YAML text of the scenario with every default filled in
   uint64_t seed = 0;
   std::vector<Table> tables;  // written under /tables/<name>, one dataset per column
+  std::string calibration;    // YAML of the calibrated parameters applied; empty for none
 };
 
 /// Throws std::runtime_error naming the path if the file cannot be written. `deflate_level`

@@ -12,6 +12,7 @@
 #include "sim/engine/workload_params.hpp"
 #include "sim/fabric/gpu_selection.hpp"
 #include "sim/network/maxmin_network.hpp"
+#include "sim/scenario/calibration.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/topology/builders.hpp"
 #include "sim/topology/node_interior.hpp"
@@ -82,6 +83,12 @@ constexpr Param kScenarioParams[] = {
      .fallback = "{}",
      .help = "results.h5 contents",
      .choices = "see output"},
+    {.key = "calibration",
+     .type = ParamType::Any,
+     .help = "calibration files (see calibration file), relative to the scenario; their "
+             "parameters replace the scenario's values, later files winning",
+     .choices = "file name or list of file names",
+     .optional = true},
 };
 constexpr Param kJobParams[] = {
     {.key = "ranks",
@@ -155,17 +162,45 @@ ConfigNode resolve_topology(const ConfigNode& value, const std::string& base_dir
 std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& file,
                                    const std::string& base_dir, const Overrides& o) {
   auto run = std::make_unique<ScenarioRun>();
+  // The scenario as written, with its topology file read in and the calibrated parameters
+  // applied: everything below reads this tree, so an override is checked like a written value.
+  ConfigNode written = root;
+  {
+    const ParamReader r0(root, kScenarioTable);
+    written.set("topology", root.key_where("topology"),
+                resolve_topology(r0.node("topology"), base_dir));
+    if (r0.has("calibration")) {
+      const ConfigNode& c = r0.node("calibration");
+      std::vector<const ConfigNode*> files;
+      if (c.is_sequence()) {
+        for (const ConfigNode& item : c.items())
+          files.push_back(&item);
+      } else {
+        files.push_back(&c);
+      }
+      for (const ConfigNode* f : files) {
+        if (!f->is_scalar()) {
+          throw InputError(f->where(), f->path(), "the name of a calibration file", f->describe());
+        }
+        std::filesystem::path p(f->value());
+        if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+        for (ParamOverride& po : read_calibration_file(p.string(), f))
+          run->calibration.push_back(std::move(po));
+      }
+    }
+    for (const ParamOverride& po : o.parameters)
+      run->calibration.push_back(po);
+    for (const ParamOverride& po : run->calibration)
+      written = apply_override(written, po);
+  }
+  run->calibration_yaml = overrides_yaml(run->calibration);
+
   EffectiveConfig sink;
-  const ParamReader r(root, kScenarioTable, &sink);
+  const ParamReader r(written, kScenarioTable, &sink);
   run->file = file;
   run->name = r.has("name") ? r.string("name") : std::filesystem::path(file).stem().string();
   run->seed = o.seed.value_or(static_cast<uint64_t>(r.integer("seed")));
-
-  // The topology, with its effective form recorded under "topology".
-  ConfigNode written = root;
-  const ConfigNode topo = resolve_topology(r.node("topology"), base_dir);
-  written.set("topology", root.key_where("topology"), topo);
-  run->fabric = topology::build_topology(topo, &sink);
+  run->fabric = topology::build_topology(r.node("topology"), &sink);
 
   const ParamReader routing = r.section("routing", routing::routing_table());
   run->router = routing::make_router(routing, run->fabric, run->seed);
@@ -182,7 +217,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
                                            collectives::nccl::NcclConfig{}, false);
   run->job_ranks = fabric::select_gpus(r.section("job", kJobTable).value("ranks"), run->fabric);
 
-  const ConfigNode empty = ConfigNode::sequence(root.where(), "workloads");
+  const ConfigNode empty = ConfigNode::sequence(written.where(), "workloads");
   const ConfigNode& list = o.skip_workloads || !r.has("workloads") ? empty : r.node("workloads");
   if (!o.skip_workloads && list.items().empty()) {
     r.fail("workloads", "at least one workload", r.has("workloads") ? "an empty list" : "none");
@@ -301,6 +336,7 @@ std::vector<const ParamTable*> all_tables() {
     t.push_back(k.table);
   t.push_back(&workload::kFlowTable);
   t.push_back(&kOutputTable);
+  t.push_back(&calibration_file_table());
   return t;
 }
 

@@ -15,6 +15,7 @@
 #include "sim/metrics/recorder.hpp"
 #include "sim/network/network_model.hpp"
 #include "sim/routing/router.hpp"
+#include "sim/scenario/calibration.hpp"
 
 namespace rocesim::scenario {
 
@@ -24,6 +25,8 @@ struct Overrides {
   /// Leave out the scenario's workloads (front ends that bring their own, such as
   /// `rocesim nccl-tests`); a scenario may then have none.
   bool skip_workloads = false;
+  /// Parameter values applied after the scenario's calibration files (`--set`, the fitter).
+  std::vector<ParamOverride> parameters;
 };
 
 /// Everything one run needs, built and wired; run() simulates.
@@ -32,6 +35,10 @@ struct ScenarioRun {
   std::string file;
   uint64_t seed = 0;
   std::string effective_yaml;  // the scenario with every default filled in
+  /// The calibrated parameters applied (calibration files, then Overrides::parameters), and
+  /// their YAML form echoed into results.h5 (empty when none).
+  std::vector<ParamOverride> calibration;
+  std::string calibration_yaml;
   size_t max_flow_records = 0;
   int compression = 0;  // deflate level of results.h5
 

@@ -198,7 +198,7 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
         const uint32_t idx = add_server(f, server, rack, z);
         const fabric::Server& srv = f.servers()[idx];
         for (uint32_t n = 0; n < srv.nics; ++n) {
-          f.add_cable(srv.first_nic + n, leaves.back(), server.nic_speed, nic_lat);
+          f.add_cable(srv.first_nic + n, leaves.back(), server.nic_payload_rate(), nic_lat);
         }
       }
     }

@@ -98,7 +98,7 @@ void build_fat_tree(const ParamReader& r, fabric::Fabric& f) {
         const uint32_t idx = add_server(f, server, pod * half + e, fabric::kNone);
         const fabric::Server& srv = f.servers()[idx];
         for (uint32_t n = 0; n < srv.nics; ++n) {
-          f.add_cable(srv.first_nic + n, edges.back(), server.nic_speed, nic_lat);
+          f.add_cable(srv.first_nic + n, edges.back(), server.nic_payload_rate(), nic_lat);
         }
       }
     }

@@ -24,11 +24,22 @@ constexpr Param kServerParams[] = {
      .fallback = "400Gbps",
      .help = "line rate of each NIC and of its cable to the leaf",
      .check = Check::Positive},
+    {.key = "nic_efficiency",
+     .type = ParamType::Number,
+     .fallback = "1",
+     .help = "fraction of nic_speed that carries RDMA payload (headers, MTU, NIC limits; RoCEv2 "
+             "at 4096-byte MTU at most 4096/4178 = 0.98); calibratable",
+     .check = Check::Fraction},
     {.key = "nvlink_bandwidth",
      .type = ParamType::Bandwidth,
      .fallback = "450GB/s",
      .help = "NVLink bandwidth per GPU per direction (A100: 300GB/s, H100: 450GB/s)",
      .check = Check::Positive},
+    {.key = "nvlink_efficiency",
+     .type = ParamType::Number,
+     .fallback = "1",
+     .help = "fraction of nvlink_bandwidth that NCCL's kernels achieve; calibratable",
+     .check = Check::Fraction},
     {.key = "nvlink_latency",
      .type = ParamType::Time,
      .fallback = "250ns",
@@ -64,7 +75,9 @@ ServerSpec read_server(const ParamReader& r) {
     r.fail("nics", fmt::format("a divisor of gpus ({})", s.gpus), std::to_string(s.nics));
   }
   s.nic_speed = r.bandwidth("nic_speed");
+  s.nic_efficiency = r.number("nic_efficiency");
   s.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
+  s.nvlink_efficiency = r.number("nvlink_efficiency");
   s.nvlink_latency = r.time("nvlink_latency");
   s.pcie_bandwidth = r.bandwidth("pcie_bandwidth");
   s.pcie_latency = r.time("pcie_latency");
@@ -107,7 +120,7 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
                                  .zone = zone,
                                  .name = fmt::format("node{}/nvswitch", index)});
     for (uint32_t i = 0; i < spec.gpus; ++i) {
-      f.add_cable(s.first_gpu + i, s.nvswitch, spec.nvlink_bandwidth, spec.nvlink_latency);
+      f.add_cable(s.first_gpu + i, s.nvswitch, spec.nvlink_payload_rate(), spec.nvlink_latency);
     }
   }
   const uint32_t gpus_per_nic = spec.gpus / spec.nics;

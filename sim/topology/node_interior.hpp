@@ -4,6 +4,7 @@
 // is assumed: data moves GPU -> PCIe -> NIC without touching host memory.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "sim/core/params.hpp"
@@ -14,11 +15,23 @@ namespace rocesim::topology {
 struct ServerSpec {
   uint32_t gpus = 8;
   uint32_t nics = 8;
-  Bandwidth nic_speed = Bandwidth::gbps(400);
+  Bandwidth nic_speed = Bandwidth::gbps(400);  // line rate
+  double nic_efficiency = 1.0;                 // payload rate / line rate
   Bandwidth nvlink_bandwidth = Bandwidth::gbps(3600);
+  double nvlink_efficiency = 1.0;  // achieved / nominal NVLink bandwidth
   Time nvlink_latency{};
   Bandwidth pcie_bandwidth = Bandwidth::gbps(400);
   Time pcie_latency{};
+
+  /// Capacity of a NIC's cable as flows see it: the line rate times the NIC efficiency.
+  Bandwidth nic_payload_rate() const { return scale(nic_speed, nic_efficiency); }
+  /// Capacity of a GPU's NVLink as flows see it.
+  Bandwidth nvlink_payload_rate() const { return scale(nvlink_bandwidth, nvlink_efficiency); }
+
+ private:
+  static Bandwidth scale(Bandwidth b, double f) {
+    return Bandwidth::bps(std::llround(static_cast<double>(b.bits_per_second()) * f));
+  }
 };
 
 const ParamTable& server_table();

@@ -50,9 +50,14 @@ nccl::NcclConfig apply_env(const NcclTestsTable& t, nccl::NcclConfig base, Compa
   return nccl::read_nccl(ParamReader(env, nccl::nccl_table()), base, true);
 }
 
-ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& t, size_t index,
+ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size_t index,
                       const std::string& scenario_path, const scenario::Overrides& overrides,
-                      std::vector<std::string>& warnings) {
+                      const RowFilter& keep, std::vector<std::string>& warnings) {
+  // The rows asked for, in the table's order.
+  NcclTestsTable t = table;
+  if (keep) {
+    std::erase_if(t.rows, [&](const NcclTestsRow& r) { return !keep(table, r); });
+  }
   ComparedTable out;
   out.source = log.source;
   const auto name = t.metadata.find("name");
@@ -205,21 +210,40 @@ std::vector<std::string> measured_files(const std::string& path) {
   return out;
 }
 
+std::vector<NcclTestsLog> read_measured(const std::vector<std::string>& files) {
+  std::vector<NcclTestsLog> logs;
+  for (const std::string& f : files) {
+    logs.push_back(is_dataset(f) ? read_measured_dataset(f) : read_nccl_tests_file(f));
+  }
+  return logs;
+}
+
 ValidationReport validate(const std::vector<std::string>& files, const std::string& scenario_path,
                           uint64_t seed_override, bool seed_set) {
-  ValidationReport report;
   scenario::Overrides overrides;
-  overrides.skip_workloads = true;
   if (seed_set) overrides.seed = seed_override;
-  for (const std::string& f : files) {
-    const NcclTestsLog log = is_dataset(f) ? read_measured_dataset(f) : read_nccl_tests_file(f);
-    report.warnings.insert(report.warnings.end(), log.warnings.begin(), log.warnings.end());
-    if (log.tables.empty()) {
-      report.warnings.push_back(fmt::format("{}: warning: no nccl-tests table", f));
+  return validate(read_measured(files), scenario_path, overrides);
+}
+
+ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::string& scenario_path,
+                          const scenario::Overrides& o, const RowFilter& keep) {
+  ValidationReport report;
+  scenario::Overrides overrides = o;
+  overrides.skip_workloads = true;
+  for (const NcclTestsLog& log : logs) {
+    if (!keep) {
+      report.warnings.insert(report.warnings.end(), log.warnings.begin(), log.warnings.end());
+      if (log.tables.empty()) {
+        report.warnings.push_back(fmt::format("{}: warning: no nccl-tests table", log.source));
+      }
     }
     for (size_t i = 0; i < log.tables.size(); ++i) {
+      if (keep && std::none_of(log.tables[i].rows.begin(), log.tables[i].rows.end(),
+                               [&](const NcclTestsRow& r) { return keep(log.tables[i], r); })) {
+        continue;
+      }
       report.tables.push_back(
-          compare(log, log.tables[i], i, scenario_path, overrides, report.warnings));
+          compare(log, log.tables[i], i, scenario_path, overrides, keep, report.warnings));
     }
   }
   // Bands per table, then over everything.

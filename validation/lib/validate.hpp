@@ -11,15 +11,17 @@
 //
 // Errors are signed and relative, (simulated - measured) / measured, for the time and the bus
 // bandwidth (the measured one recomputed from the measured time with nccl-tests' formula: the
-// printed value is rounded to 0.01 GB/s); the summary gives, per size band (under 1 MiB, 1 to 64 MiB, 64 MiB and over), the
-// median and 90th percentile of their absolute values (percentiles interpolate linearly between
-// order statistics).
+// printed value is rounded to 0.01 GB/s); the summary gives, per size band (under 1 MiB, 1 to 64
+// MiB, 64 MiB and over), the median and 90th percentile of their absolute values (percentiles
+// interpolate linearly between order statistics).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "sim/metrics/table.hpp"
+#include "sim/scenario/scenario.hpp"
 #include "validation/lib/nccl_tests_log.hpp"
 
 namespace rocesim::validation {
@@ -65,10 +67,21 @@ struct ValidationReport {
 /// name. Throws InputError if there is none.
 std::vector<std::string> measured_files(const std::string& path);
 
+/// Reads measured files: datasets (YAML with `tables:`) and nccl-tests logs. Throws InputError.
+std::vector<NcclTestsLog> read_measured(const std::vector<std::string>& files);
+
+/// Selects the measured rows to simulate (a table, one of its rows); an empty filter keeps all.
+using RowFilter = std::function<bool(const NcclTestsTable&, const NcclTestsRow&)>;
+
 /// Reads `files` and simulates every table on the scenario. Throws InputError for unreadable
 /// input or a table with more ranks than the scenario's job.
 ValidationReport validate(const std::vector<std::string>& files, const std::string& scenario_path,
                           uint64_t seed_override, bool seed_set);
+/// Simulates the rows of `logs` that `keep` selects, on the scenario loaded with `overrides`
+/// (seed, calibrated parameters; its workloads are always left out). Tables without a selected
+/// row are left out of the report; the readers' warnings are reported only without a filter.
+ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::string& scenario_path,
+                          const scenario::Overrides& overrides, const RowFilter& keep = {});
 
 /// Percentile p in [0, 1] of `values` (linear interpolation; 0 for none).
 double percentile(std::vector<double> values, double p);

@@ -162,6 +162,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     plan_pipelined(sim, c, bytes, root);
   }
   const Time launch = config_.launch_latency.value_or(Time::us(
+      config_.base_latency_factor *
       tables_.base_lat[static_cast<int>(result_.algorithm)][static_cast<int>(result_.protocol)]));
   sim.timer(id, sim.now() + launch, tag(kLaunch, 0));
 }

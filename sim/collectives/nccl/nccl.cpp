@@ -107,6 +107,12 @@ constexpr Param kNcclParams[] = {
              "protocol)",
      .check = Check::NonNegative,
      .optional = true},
+    {.key = "base_latency_factor",
+     .type = ParamType::Number,
+     .fallback = "1",
+     .help = "scales NCCL's launch latency estimates (baseLat) when launch_latency is not set; "
+             "the tuner keeps NCCL's own constants",
+     .check = Check::NonNegative},
     {.key = "hop_latency_factor",
      .type = ParamType::Number,
      .fallback = "1",
@@ -242,6 +248,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");
   if (take("tuning_tables")) c.tuning_tables = r.choice("tuning_tables");
   if (r.has("launch_latency")) c.launch_latency = r.time("launch_latency");
+  if (take("base_latency_factor")) c.base_latency_factor = r.number("base_latency_factor");
   if (take("hop_latency_factor")) c.hop_latency_factor = r.number("hop_latency_factor");
   return c;
 }

@@ -5,8 +5,8 @@
 // section, and a workload's own `nccl:` section overrides them key by key.
 //
 // Beside NCCL's variables sit the model's own calibratable parameters (lower case):
-// `launch_latency`, `hop_latency_factor` and `tuning_tables` (the pinned NCCL release whose
-// tuning constants are used; see tuning.hpp).
+// `launch_latency`, `base_latency_factor`, `hop_latency_factor` and `tuning_tables` (the pinned
+// NCCL release whose tuning constants are used; see tuning.hpp).
 #pragma once
 
 #include <cstdint>
@@ -77,6 +77,7 @@ struct NcclConfig {
   // The model's own parameters.
   std::string tuning_tables = "newest";  // pinned tuning.cc constants
   std::optional<Time> launch_latency;    // per operation; default: NCCL's baseLat
+  double base_latency_factor = 1.0;      // scales NCCL's baseLat (without launch_latency)
   double hop_latency_factor = 1.0;       // scales NCCL's per-hop latencies (hwLat)
 
   Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)

@@ -1,0 +1,152 @@
+#include "sim/scenario/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "sim/scenario/yaml_source.hpp"
+
+namespace rocesim::scenario {
+namespace {
+
+constexpr std::string_view kFormat = "rocesim-calibration/1";
+
+constexpr Param kCalibrationParams[] = {
+    {.key = "format",
+     .type = ParamType::String,
+     .fallback = "rocesim-calibration/1",
+     .help = "file format and version"},
+    {.key = "parameters",
+     .type = ParamType::Any,
+     .help = "the calibrated values: a mapping from a scenario key's dotted path "
+             "(topology.node.nic_efficiency, nccl.NCCL_NET_OVERHEAD, ...) to its value, with "
+             "its unit",
+     .choices = "mapping of path to value"},
+    {.key = "fit",
+     .type = ParamType::Any,
+     .help = "how the values were obtained (written by rocesim calibrate fit: data, residuals, "
+             "uncertainties); informational, not read",
+     .choices = "any",
+     .optional = true},
+};
+
+bool valid_segment(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> split_path(const std::string& path, const SourceLocation& where,
+                                    const std::string& key) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (!valid_segment(parts.back())) {
+      throw InputError(where, key,
+                       "the dotted path of a scenario key through mappings, e.g. "
+                       "'topology.node.nic_efficiency'",
+                       fmt::format("'{}'", path));
+    }
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+ConfigNode replaced(const ConfigNode& node, std::span<const std::string> keys,
+                    const ParamOverride& o) {
+  if (!node.is_map()) {
+    throw InputError(
+        o.value.where(), o.path,
+        fmt::format("a path through mappings; '{}' is not a mapping in the scenario", node.path()),
+        node.describe());
+  }
+  ConfigNode copy = node;
+  const std::string& key = keys.front();
+  const std::string child_path = config_path(node.path(), key);
+  if (keys.size() == 1) {
+    ConfigNode v = ConfigNode::scalar(o.value.value(), o.value.where(), child_path);
+    copy.set(key, o.value.where(), std::move(v));
+    return copy;
+  }
+  const ConfigNode* child = node.find(key);
+  const ConfigNode fresh = ConfigNode::map(o.value.where(), child_path);
+  const SourceLocation key_where = child != nullptr ? node.key_where(key) : o.value.where();
+  copy.set(key, key_where, replaced(child != nullptr ? *child : fresh, keys.subspan(1), o));
+  return copy;
+}
+
+}  // namespace
+
+const ParamTable& calibration_file_table() {
+  static const ParamTable table{
+      "calibration file",
+      "A calibration file (written by `rocesim calibrate fit`, or by hand), named by a "
+      "scenario's `calibration` key. Its parameters replace the scenario's values.",
+      kCalibrationParams};
+  return table;
+}
+
+std::vector<ParamOverride> read_calibration_file(const std::string& path,
+                                                 const ConfigNode* referenced_by) {
+  const ConfigNode root = load_yaml_file(path, "", referenced_by);
+  const ParamReader r(root, calibration_file_table());
+  if (r.string("format") != kFormat) {
+    r.fail("format", fmt::format("'{}'", kFormat), fmt::format("'{}'", r.string("format")));
+  }
+  const ConfigNode& params = r.node("parameters");
+  if (!params.is_map()) {
+    throw InputError(params.where(), "parameters",
+                     "a mapping from a scenario key's dotted path to its value", params.describe());
+  }
+  std::vector<ParamOverride> out;
+  for (const ConfigNode::Entry& e : params.entries()) {
+    split_path(e.key, e.key_where, config_path("parameters", e.key));
+    if (!e.value.is_scalar()) {
+      throw InputError(e.value.where(), config_path("parameters", e.key),
+                       "a single value (a number, or a number with its unit)", e.value.describe());
+    }
+    out.push_back(ParamOverride{e.key, e.value});
+  }
+  return out;
+}
+
+ParamOverride parse_override(const std::string& text, const std::string& origin) {
+  const auto file = std::make_shared<const std::string>(origin);
+  const SourceLocation where{file, 0, 0};
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    throw InputError(where, origin, "KEY=VALUE, e.g. topology.node.nic_efficiency=0.95",
+                     fmt::format("'{}'", text));
+  }
+  const std::string key = text.substr(0, eq);
+  split_path(key, where, origin);
+  return ParamOverride{key, ConfigNode::scalar(text.substr(eq + 1), where, key)};
+}
+
+ConfigNode apply_override(const ConfigNode& root, const ParamOverride& o) {
+  const std::vector<std::string> keys = split_path(o.path, o.value.where(), o.path);
+  return replaced(root, keys, o);
+}
+
+std::string overrides_yaml(const std::vector<ParamOverride>& overrides) {
+  if (overrides.empty()) return {};
+  ConfigNode values = ConfigNode::map(SourceLocation{}, "parameters");
+  ConfigNode from = ConfigNode::map(SourceLocation{}, "from");
+  for (const ParamOverride& o : overrides) {
+    values.set(o.path, SourceLocation{}, ConfigNode::scalar(o.value.value(), {}, o.path));
+    from.set(o.path, SourceLocation{}, ConfigNode::scalar(o.value.where().to_string(), {}, o.path));
+  }
+  ConfigNode root = ConfigNode::map(SourceLocation{}, "");
+  root.set("parameters", SourceLocation{}, values);
+  root.set("from", SourceLocation{}, from);
+  return to_yaml(root);
+}
+
+}  // namespace rocesim::scenario

@@ -1,0 +1,154 @@
+// Calibrated parameters over a scenario: calibration files named by `calibration:` and
+// Overrides::parameters (`--set`). They replace the scenario's values before anything reads them,
+// so they change the model exactly as if written in the scenario, and a mistake in them is
+// reported at the line of the calibration file that holds it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "sim/scenario/calibration.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace rocesim::test {
+namespace {
+
+using testing::HasSubstr;
+
+// 2 racks x 1 server x 2 GPUs, 400 Gb/s NICs; its calibration file comes from the test.
+const std::string kScenario = R"(name: calibrated
+topology:
+  type: clos
+  racks: 2
+  nodes_per_rack: 1
+  node: {gpus: 2, nic_speed: 400Gbps}
+  leaf: {uplinks: 2}
+  spine: {count: 2}
+calibration: calibration.yaml
+workloads:
+  - {type: permutation, bytes: 1MiB}
+)";
+
+struct Files {
+  std::string dir, scenario;
+};
+
+Files write_files(const std::string& calibration, const std::string& scenario = kScenario) {
+  Files f;
+  f.dir = temp_dir("calibration");
+  f.scenario = f.dir + "/scenario.yaml";
+  std::ofstream(f.scenario) << scenario;
+  std::ofstream(f.dir + "/calibration.yaml") << calibration;
+  return f;
+}
+
+/// Capacity of the first NIC -> leaf link.
+double nic_link_gbps(const fabric::Fabric& f) {
+  for (const fabric::Link& l : f.links()) {
+    if (f.node(l.src).kind == fabric::NodeKind::Nic &&
+        f.node(l.dst).kind == fabric::NodeKind::Switch)
+      return l.capacity.in_gbps();
+  }
+  ADD_FAILURE() << "no NIC link";
+  return 0;
+}
+
+TEST(Calibration, FileValuesReplaceTheScenarioAndAreEchoed) {
+  const Files f = write_files(
+      "format: rocesim-calibration/1\n"
+      "parameters:\n"
+      "  topology.node.nic_efficiency: 0.5\n"
+      "  nccl.NCCL_NET_OVERHEAD: 3us\n"
+      "fit: {anything: [1, 2]}\n");
+  const auto run = scenario::load_scenario(f.scenario);
+  // The NIC cable carries payload at nic_speed x nic_efficiency = 400 x 0.5 = 200 Gb/s.
+  EXPECT_DOUBLE_EQ(nic_link_gbps(run->fabric), 200.0);
+  EXPECT_EQ(run->nccl.net_overhead, Time::us(3));
+  EXPECT_THAT(run->effective_yaml, HasSubstr("nic_efficiency: 0.5"));
+  ASSERT_EQ(run->calibration.size(), 2u);
+  EXPECT_THAT(run->calibration_yaml, HasSubstr("topology.node.nic_efficiency: 0.5"));
+  EXPECT_THAT(run->calibration_yaml, HasSubstr("calibration.yaml:3:33"));
+}
+
+TEST(Calibration, LaterOverridesWin) {
+  const Files f = write_files(
+      "parameters:\n"
+      "  topology.node.nic_efficiency: 0.5\n");
+  scenario::Overrides o;
+  o.parameters.push_back(scenario::parse_override("topology.node.nic_efficiency=0.25", "--set"));
+  const auto run = scenario::load_scenario(f.scenario, o);
+  EXPECT_DOUBLE_EQ(nic_link_gbps(run->fabric), 100.0);  // 400 x 0.25
+}
+
+TEST(Calibration, KeysOfATopologyFileCanBeSet) {
+  // ai-zone-128.yaml sets a 3 us spine latency; the override replaces it.
+  const std::string scenario =
+      "topology: " + source_path("topologies/ai-zone-128.yaml") +
+      "\ncalibration: calibration.yaml\nworkloads: [{type: permutation, bytes: 1MiB}]\n";
+  const Files f = write_files("parameters: {topology.spine.latency: 1234ns}\n", scenario);
+  const auto run = scenario::load_scenario(f.scenario);
+  EXPECT_THAT(run->effective_yaml, HasSubstr("latency: 1234ns"));
+}
+
+TEST(Calibration, UnknownKeyIsReportedInTheCalibrationFile) {
+  const Files f = write_files("parameters:\n  topology.node.nic_eficiency: 0.5\n");
+  const InputError e = input_error([&] { scenario::load_scenario(f.scenario); });
+  EXPECT_THAT(e.where().to_string(), HasSubstr("calibration.yaml:2:32"));
+  EXPECT_THAT(std::string(e.what()), HasSubstr("nic_eficiency"));
+}
+
+TEST(Calibration, OutOfRangeValueIsReportedInTheCalibrationFile) {
+  const Files f = write_files("parameters:\n  topology.node.nic_efficiency: 1.5\n");
+  const InputError e = input_error([&] { scenario::load_scenario(f.scenario); });
+  EXPECT_THAT(e.where().to_string(), HasSubstr("calibration.yaml:2:33"));
+  EXPECT_EQ(e.key(), "topology.node.nic_efficiency");
+}
+
+TEST(Calibration, PathThroughAValueIsAnError) {
+  const Files f = write_files("parameters:\n  topology.type.x: 1\n");
+  const InputError e = input_error([&] { scenario::load_scenario(f.scenario); });
+  EXPECT_THAT(e.where().to_string(), HasSubstr("calibration.yaml:2:20"));
+  EXPECT_THAT(std::string(e.what()), HasSubstr("not a mapping"));
+}
+
+TEST(Calibration, MalformedFilesAreLocatedErrors) {
+  EXPECT_THAT(input_error([&] {
+                scenario::load_scenario(write_files("format: other/2\nparameters: {}\n").scenario);
+              })
+                  .where()
+                  .to_string(),
+              HasSubstr("calibration.yaml:1:9"));
+  EXPECT_THAT(
+      input_error([&] { scenario::load_scenario(write_files("parameters: [1, 2]\n").scenario); })
+          .where()
+          .to_string(),
+      HasSubstr("calibration.yaml:1:13"));
+  EXPECT_THAT(input_error([&] {
+                scenario::load_scenario(write_files("parameters:\n  a..b: 1\n").scenario);
+              })
+                  .where()
+                  .to_string(),
+              HasSubstr("calibration.yaml:2:3"));
+  EXPECT_THAT(input_error([&] { scenario::load_scenario(write_files("prameters: {}\n").scenario); })
+                  .where()
+                  .to_string(),
+              HasSubstr("calibration.yaml:1:1"));
+  const InputError missing = input_error([&] {
+    scenario::load_scenario(
+        write_files("", std::string(kScenario).replace(kScenario.find("calibration.yaml"), 16,
+                                                       "nowhere.yaml"))
+            .scenario);
+  });
+  EXPECT_THAT(missing.where().to_string(), HasSubstr("scenario.yaml:9:14"));
+}
+
+TEST(Calibration, SetOptionNeedsKeyAndValue) {
+  EXPECT_THAT(std::string(input_error([] { scenario::parse_override("novalue", "--set"); }).what()),
+              HasSubstr("KEY=VALUE"));
+  EXPECT_THAT(std::string(input_error([] { scenario::parse_override("a b=1", "--set"); }).what()),
+              HasSubstr("dotted path"));
+}
+
+}  // namespace
+}  // namespace rocesim::test
