@@ -19,10 +19,11 @@ struct NcclTestsCommand {
   std::string scenario;
   std::string output;  // results.h5; empty: none
   std::optional<uint64_t> seed;
-  std::optional<int> ranks;       // the job's first N ranks
-  std::vector<std::string> env;   // NCCL settings KEY=VALUE over the scenario's `nccl:`
-  std::vector<std::string> args;  // the test name and nccl-tests' flags
-  std::vector<std::string> set;   // parameter values KEY=VALUE (after calibration files)
+  std::optional<int> ranks;              // the job's first N ranks
+  std::vector<std::string> env;          // NCCL settings KEY=VALUE over the scenario's `nccl:`
+  std::vector<std::string> args;         // the test name and nccl-tests' flags
+  std::vector<std::string> set;          // parameter values KEY=VALUE (after calibration files)
+  std::vector<std::string> calibration;  // calibration files (after the scenario's own)
 };
 int nccl_tests(const NcclTestsCommand& c);
 
@@ -31,12 +32,32 @@ struct ValidateCommand {
   std::string scenario;
   std::string output_dir;
   std::optional<uint64_t> seed;
-  std::vector<std::string> set;  // parameter values KEY=VALUE (after calibration files)
+  std::vector<std::string> set;          // parameter values KEY=VALUE (after calibration files)
+  std::vector<std::string> calibration;  // calibration files (after the scenario's own)
   bool plot = true;
 };
 
-/// The parameter overrides of `--set KEY=VALUE` options. Throws InputError.
-std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& sets);
+struct CalibrateFitCommand {
+  std::vector<std::string> measured;  // logs, datasets, directories
+  std::string scenario;
+  std::string output;                    // calibration.yaml
+  std::string residuals;                 // CSV per measured row; empty: none
+  std::vector<std::string> params;       // PATH or PATH=LO..HI; empty: the defaults
+  std::string train, test;               // selections
+  std::vector<std::string> set;          // fixed values KEY=VALUE
+  std::vector<std::string> calibration;  // fixed values from calibration files
+  int max_iterations = 40;
+  std::string loss = "soft_l1";
+  double loss_scale = 0.1;
+  int threads = 1;
+  std::optional<uint64_t> seed;
+};
+int calibrate_fit(const CalibrateFitCommand& c);
+
+/// The parameter overrides of `--calibration FILE` options, then of `--set KEY=VALUE` options.
+/// Throws InputError.
+std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& sets,
+                                                const std::vector<std::string>& files = {});
 int validate(const ValidateCommand& c);
 
 }  // namespace rocesim::cli

@@ -2,6 +2,7 @@
 //   rocesim run SCENARIO.yaml [-o results.h5] [--seed N] [--threads N]
 //   rocesim nccl-tests --scenario SCENARIO.yaml [-o results.h5] TEST [nccl-tests flags]
 //   rocesim validate --measured LOG_OR_DIR --scenario SCENARIO.yaml [-o DIR]
+//   rocesim calibrate fit --measured FILES --scenario SCENARIO.yaml [-o calibration.yaml]
 //   rocesim topo FILE.yaml
 //   rocesim schema
 // Exit codes (commands.hpp): 0 success, 2 bad input (scenario, arguments), 3 internal error, 1
@@ -33,12 +34,12 @@ using cli::kExitInternal;
 
 int cmd_run(const std::string& scenario_path, const std::string& out_path,
             std::optional<uint64_t> seed, int threads, bool quiet,
-            const std::vector<std::string>& sets) {
+            const std::vector<std::string>& sets, const std::vector<std::string>& calibrations) {
   const auto wall0 = std::chrono::steady_clock::now();
   scenario::Overrides o;
   o.seed = seed;
   o.threads = threads;
-  o.parameters = cli::parse_sets(sets);
+  o.parameters = cli::parse_sets(sets, calibrations);
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, o);
 
   // A progress line on stderr for long runs, only when stderr is a terminal.
@@ -98,10 +99,15 @@ int main(int argc, char** argv) {
   std::optional<uint64_t> seed;
   int threads = 1;
   bool quiet = false, no_output = false;
-  std::vector<std::string> sets;
-  const auto add_set = [](CLI::App* cmd, std::vector<std::string>& into) {
+  std::vector<std::string> sets, calibrations;
+  const auto add_set = [](CLI::App* cmd, std::vector<std::string>& into,
+                          std::vector<std::string>& files) {
+    cmd->add_option("--calibration", files,
+                    "a calibration file (rocesim calibrate fit) over the scenario and its own "
+                    "calibration files (repeatable)")
+        ->allow_extra_args(false);
     cmd->add_option("--set", into,
-                    "a parameter value KEY=VALUE over the scenario and its calibration files "
+                    "a parameter value KEY=VALUE over the scenario and the calibration files "
                     "(repeatable), e.g. --set topology.node.nic_efficiency=0.95")
         ->allow_extra_args(false);
   };
@@ -116,7 +122,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   run->add_flag("--no-output", no_output, "do not write results.h5");
   run->add_flag("-q,--quiet", quiet, "print nothing on success");
-  add_set(run, sets);
+  add_set(run, sets, calibrations);
 
   CLI::App* topo = app.add_subcommand("topo",
                                       "Describe a topology: counts, subscription, "
@@ -135,7 +141,7 @@ int main(int argc, char** argv) {
   nccl_tests->add_flag("--no-output", nt_no_output, "do not write results.h5");
   nccl_tests->add_option("--seed", nt.seed, "override the scenario's seed");
   nccl_tests->add_option("--ranks", nt.ranks, "use the job's first N ranks");
-  add_set(nccl_tests, nt.set);
+  add_set(nccl_tests, nt.set, nt.calibration);
   nccl_tests
       ->add_option("-x,--env", nt.env,
                    "an NCCL setting KEY=VALUE over the scenario's `nccl:` section, as "
@@ -167,7 +173,54 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   validate->add_option("--seed", val.seed, "override the scenario's seed");
   validate->add_flag("--no-plot", no_plot, "do not draw validation.png");
-  add_set(validate, val.set);
+  add_set(validate, val.set, val.calibration);
+
+  cli::CalibrateFitCommand cf;
+  cf.output = "calibration.yaml";
+  CLI::App* calibrate =
+      app.add_subcommand("calibrate", "Fit the model's parameters to measurements of a cluster");
+  calibrate->require_subcommand(1);
+  CLI::App* fit = calibrate->add_subcommand(
+      "fit",
+      "Fit named scenario parameters to measured collective times (Levenberg-Marquardt with the "
+      "simulator in the loop) and write calibration.yaml");
+  fit->add_option("--measured", cf.measured,
+                  "nccl-tests logs, measured datasets (rocesim-bench output), or directories of "
+                  "them (repeatable)")
+      ->required();
+  fit->add_option("--scenario", cf.scenario, "scenario file (YAML) of the measured cluster")
+      ->required();
+  fit->add_option("-o,--output", cf.output, "calibration file to write")->capture_default_str();
+  fit->add_option("--residuals", cf.residuals, "also write the residual of every row (CSV)");
+  fit->add_option("--param", cf.params,
+                  "a parameter to fit, PATH or PATH=LO..HI with units (repeatable); default: "
+                  "topology.node.nic_efficiency, topology.node.nvlink_efficiency, "
+                  "nccl.NCCL_NET_OVERHEAD, nccl.base_latency_factor, nccl.hop_latency_factor")
+      ->allow_extra_args(false);
+  fit->add_option("--train", cf.train,
+                  "rows to fit on, e.g. 'collective=allreduce,size=1MiB..,nodes=2..4' (default: "
+                  "all)");
+  fit->add_option("--test", cf.test,
+                  "held-out rows to report errors on (default: every row not in --train, when "
+                  "--train is given)");
+  add_set(fit, cf.set, cf.calibration);
+  fit->add_option("--max-iterations", cf.max_iterations, "Levenberg-Marquardt iterations")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  fit->add_option("--loss", cf.loss,
+                  "linear (least squares), soft_l1 or cauchy (robust to rows the model cannot "
+                  "explain)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linear", "soft_l1", "cauchy"}));
+  fit->add_option("--loss-scale", cf.loss_scale,
+                  "log-ratio residual where a robust loss stops counting fully (0.1: ~10%)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  fit->add_option("--threads", cf.threads,
+                  "simulations run in parallel (results do not depend on it)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  fit->add_option("--seed", cf.seed, "override the scenario's seed");
 
   CLI::App* schema = app.add_subcommand("schema", "Print the scenario reference (Markdown)");
 
@@ -181,7 +234,8 @@ int main(int argc, char** argv) {
 
   try {
     if (run->parsed())
-      return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet, sets);
+      return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet, sets,
+                     calibrations);
     if (topo->parsed()) return cmd_topo(topo_path);
     if (nccl_tests->parsed()) {
       nt.args = nccl_tests->remaining();
@@ -192,6 +246,7 @@ int main(int argc, char** argv) {
       val.plot = !no_plot;
       return cli::validate(val);
     }
+    if (fit->parsed()) return cli::calibrate_fit(cf);
     if (schema->parsed()) {
       std::cout << "# Scenario reference\n\n"
                 << "Generated by `rocesim schema` from the parameter tables in the code.\n\n"

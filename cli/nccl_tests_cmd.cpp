@@ -66,7 +66,7 @@ int nccl_tests(const NcclTestsCommand& c) {
   scenario::Overrides overrides;
   overrides.seed = c.seed;
   overrides.skip_workloads = true;
-  overrides.parameters = parse_sets(c.set);
+  overrides.parameters = parse_sets(c.set, c.calibration);
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   if (!c.env.empty()) {
     // Read like a workload's `nccl:` overrides, so that every key and value is checked.

@@ -48,7 +48,7 @@ int validate(const ValidateCommand& c) {
   scenario::Overrides overrides;
   overrides.seed = c.seed;
   overrides.skip_workloads = true;
-  overrides.parameters = parse_sets(c.set);
+  overrides.parameters = parse_sets(c.set, c.calibration);
   // The scenario as simulated (calibrated parameters applied), for results.h5.
   const std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   const validation::ValidationReport report =

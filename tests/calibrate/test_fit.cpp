@@ -1,0 +1,245 @@
+// The fitter against measurements made by the simulator itself: with known parameter values
+// ("the truth") rocesim simulates nccl-tests tables, the times get a known noise, and the fit,
+// started from the nominal values, must find the truth again within its stated uncertainty.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <tuple>
+
+#include "calibrate/lib/fit.hpp"
+#include "sim/scenario/calibration.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace rocesim::test {
+namespace {
+
+using calibrate::FitOptions;
+using calibrate::FitReport;
+using calibrate::ParameterSpec;
+using calibrate::Selection;
+using testing::HasSubstr;
+using validation::NcclTestsLog;
+
+// Two H100 servers (8 GPUs, 8 x 400G NICs each) on a non-blocking leaf-spine.
+std::string scenario_path() {
+  return source_path("validation/scenarios/h100-ib-400g.yaml");
+}
+
+/// An nccl-tests table of `collective` on `nranks` ranks, sizes 8 B to 1 GiB by factors of 4;
+/// the times are placeholders until simulate() fills them in.
+validation::NcclTestsTable table(const std::string& collective, int nranks) {
+  validation::NcclTestsTable t;
+  t.collective = collective;
+  t.test = validation::nccl_tests_binary(collective);
+  t.nranks = nranks;
+  t.metadata["name"] = fmt::format("{}_{}", collective, nranks);
+  for (int64_t size = 8; size <= (int64_t{1} << 30); size *= 4) {
+    validation::NcclTestsRow r;
+    r.size_bytes = size;
+    r.count = size / 4;
+    r.type = "float";
+    r.redop = "sum";
+    r.time_us_out = r.time_us_in = 1;
+    t.rows.push_back(r);
+  }
+  return t;
+}
+
+/// The tables with the times rocesim simulates at `truth`, each multiplied by exp(N(0, noise)).
+NcclTestsLog simulate(const std::vector<std::string>& truth, double noise, uint64_t seed) {
+  NcclTestsLog log;
+  log.source = "synthetic";
+  for (const char* c : {"allreduce", "allgather"}) {
+    for (int n : {16, 8})
+      log.tables.push_back(table(c, n));
+  }
+  scenario::Overrides o;
+  for (const std::string& t : truth)
+    o.parameters.push_back(scenario::parse_override(t, "truth"));
+  const validation::ValidationReport r = validation::validate({log}, scenario_path(), o);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> gauss(0.0, noise);
+  EXPECT_EQ(r.tables.size(), log.tables.size());
+  for (size_t t = 0; t < log.tables.size(); ++t) {
+    for (size_t i = 0; i < log.tables[t].rows.size(); ++i) {
+      const double us = r.tables[t].rows[i].simulated_time_us * std::exp(gauss(rng));
+      log.tables[t].rows[i].time_us_out = log.tables[t].rows[i].time_us_in = us;
+    }
+  }
+  return log;
+}
+
+const calibrate::FittedParameter& param(const FitReport& r, const std::string& path) {
+  for (const calibrate::FittedParameter& p : r.parameters) {
+    if (p.path == path) return p;
+  }
+  throw std::runtime_error("no parameter " + path);
+}
+
+FitOptions options(std::vector<std::string> params) {
+  FitOptions o;
+  for (const std::string& p : params)
+    o.parameters.push_back(ParameterSpec::parse(p, "test"));
+  return o;
+}
+
+TEST(Fit, RecoversKnownParametersFromNoisySyntheticMeasurements) {
+  // Truth: NICs deliver 85% of line rate, launches cost 1.2x and pipeline steps 1.5x NCCL's
+  // estimates. Noise: 2% lognormal per row (64 rows). The three parameters act on different
+  // rows (bandwidth on the large sizes, launch on every size alike, hops on the steps, more with
+  // more ranks), so they are identifiable; the fit must land within 4 standard deviations of the
+  // truth, and the standard deviations must be small (the data determine the values).
+  const NcclTestsLog log = simulate({"topology.node.nic_efficiency=0.85",
+                                     "nccl.base_latency_factor=1.2", "nccl.hop_latency_factor=1.5"},
+                                    0.02, 7);
+  const FitReport r =
+      calibrate::fit({log}, {"synthetic"}, scenario_path(),
+                     options({"topology.node.nic_efficiency", "nccl.base_latency_factor",
+                              "nccl.hop_latency_factor"}));
+  EXPECT_TRUE(r.converged);
+  for (const auto& [path, truth, max_sd] : std::vector<std::tuple<std::string, double, double>>{
+           {"topology.node.nic_efficiency", 0.85, 0.02},
+           {"nccl.base_latency_factor", 1.2, 0.1},
+           {"nccl.hop_latency_factor", 1.5, 0.2}}) {
+    const calibrate::FittedParameter& p = param(r, path);
+    SCOPED_TRACE(path);
+    EXPECT_TRUE(p.identifiable);
+    EXPECT_FALSE(p.at_bound);
+    EXPECT_GT(p.stddev, 0);
+    EXPECT_LT(p.stddev, max_sd);
+    EXPECT_NEAR(p.value, truth, 4 * p.stddev);
+  }
+  // The residuals are the noise: rms log ratio about 0.02.
+  EXPECT_LT(r.fitted_rms, 0.03);
+  EXPECT_GT(r.nominal_rms, 0.1);
+}
+
+TEST(Fit, NoiseFreeMeasurementsAreMatchedExactly) {
+  const NcclTestsLog log = simulate({"topology.node.nic_efficiency=0.9"}, 0.0, 1);
+  const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(),
+                                     options({"topology.node.nic_efficiency"}));
+  EXPECT_NEAR(param(r, "topology.node.nic_efficiency").value, 0.9, 1e-3);
+  for (const calibrate::Residual& x : r.residuals)
+    EXPECT_NEAR(x.fitted_error(), 0.0, 1e-3) << x.table << " " << x.size_bytes;
+}
+
+TEST(Fit, ParameterWithoutEffectIsReportedAndHeld) {
+  // The max-min model has no queues: a switch buffer changes no completion time.
+  const NcclTestsLog log = simulate({"topology.node.nic_efficiency=0.9"}, 0.0, 1);
+  const FitReport r =
+      calibrate::fit({log}, {"synthetic"}, scenario_path(),
+                     options({"topology.node.nic_efficiency", "topology.leaf.buffer"}));
+  const calibrate::FittedParameter& b = param(r, "topology.leaf.buffer");
+  EXPECT_FALSE(b.identifiable);
+  EXPECT_EQ(b.value, b.nominal);
+  EXPECT_THAT(testing::PrintToString(r.warnings),
+              HasSubstr("topology.leaf.buffer is not identifiable"));
+  EXPECT_NEAR(param(r, "topology.node.nic_efficiency").value, 0.9, 1e-3);
+}
+
+TEST(Fit, ConfoundedParametersAreReported) {
+  // Every network path crosses the GPU-NIC PCIe link and the NIC cable once at each end, so their
+  // latencies enter every simulated time only through their sum: the data cannot tell them apart.
+  const NcclTestsLog log = simulate({"topology.node.pcie_latency=1500ns"}, 0.01, 3);
+  const FitReport r = calibrate::fit(
+      {log}, {"synthetic"}, scenario_path(),
+      options({"topology.node.pcie_latency", "topology.nic_link_latency=0us..20us"}));
+  EXPECT_THAT(testing::PrintToString(r.warnings), HasSubstr("confounded"));
+}
+
+TEST(Fit, CrossValidationReportsTheHeldOutRows) {
+  // Fit on sizes up to 4 MiB, test on the rest: the NIC efficiency acts on both, so the held-out
+  // error falls from the nominal one to about nothing.
+  const NcclTestsLog log = simulate({"topology.node.nic_efficiency=0.8"}, 0.0, 1);
+  FitOptions o = options({"topology.node.nic_efficiency"});
+  o.train = Selection::parse("size=..4MiB", "--train");
+  const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+  size_t train = 0, test = 0;
+  for (const calibrate::Residual& x : r.residuals) {
+    (x.train ? train : test)++;
+    EXPECT_EQ(x.train, x.size_bytes <= (int64_t{4} << 20));
+  }
+  EXPECT_EQ(train, 4u * 10);  // 8 B .. 2 MiB: 10 sizes per table
+  EXPECT_EQ(test, 4u * 4);    // 8 MiB .. 512 MiB
+  for (const calibrate::Residual& x : r.residuals) {
+    if (x.train || x.nranks != 16) continue;  // 8 ranks: one server, no NIC
+    EXPECT_LT(std::abs(x.fitted_error()), 0.005) << x.table << " " << x.size_bytes;
+    // From 32 MiB on the NICs are the bottleneck: the nominal rate is 1/0.8 too fast.
+    if (x.size_bytes < (int64_t{32} << 20)) continue;
+    EXPECT_GT(std::abs(x.nominal_error()), 0.1) << x.table << " " << x.size_bytes;
+  }
+}
+
+TEST(Fit, SameResultAtAnyThreadCount) {
+  const NcclTestsLog log = simulate({"nccl.base_latency_factor=1.3"}, 0.01, 5);
+  FitOptions o = options({"nccl.base_latency_factor", "topology.node.nic_efficiency"});
+  const FitReport one = calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+  o.threads = 2;
+  const FitReport two = calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+  EXPECT_EQ(calibrate::calibration_yaml(one), calibrate::calibration_yaml(two));
+}
+
+TEST(Fit, CalibrationFileIsReadBackByAScenario) {
+  const NcclTestsLog log = simulate({"topology.node.nic_efficiency=0.9"}, 0.0, 1);
+  const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(),
+                                     options({"topology.node.nic_efficiency"}));
+  const std::string file = temp_dir("fit") + "/calibration.yaml";
+  std::ofstream(file) << calibrate::calibration_yaml(r);
+  const std::vector<scenario::ParamOverride> o = scenario::read_calibration_file(file);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0].path, "topology.node.nic_efficiency");
+  EXPECT_NEAR(std::stod(o[0].value.value()), 0.9, 1e-3);
+}
+
+TEST(Fit, BadParametersAndSelectionsAreInputErrors) {
+  const NcclTestsLog log = simulate({}, 0.0, 1);
+  const auto fit_with = [&](const std::vector<std::string>& params) {
+    return input_error(
+        [&] { calibrate::fit({log}, {"synthetic"}, scenario_path(), options(params)); });
+  };
+  EXPECT_THAT(std::string(fit_with({"topology.node.nic_eficiency"}).what()),
+              HasSubstr("a key no table declares"));
+  EXPECT_THAT(std::string(fit_with({"nccl.NCCL_ALGO"}).what()),
+              HasSubstr("a number, time, bandwidth or size"));
+  EXPECT_THAT(std::string(fit_with({"nccl.launch_latency"}).what()),
+              HasSubstr("write a starting value"));
+  EXPECT_THAT(std::string(fit_with({"nccl.NCCL_NET_OVERHEAD=2us..5us"}).what()),
+              HasSubstr("around the nominal value"));
+  EXPECT_THAT(std::string(input_error([] { ParameterSpec::parse("a.b=1", "--param"); }).what()),
+              HasSubstr("PATH=LO..HI"));
+  EXPECT_THAT(std::string(input_error([] { Selection::parse("colour=red", "--train"); }).what()),
+              HasSubstr("collective, size, nodes, ranks or table"));
+  EXPECT_THAT(std::string(input_error([] { Selection::parse("size=4XB..", "--train"); }).what()),
+              HasSubstr("a size with its unit"));
+  EXPECT_THAT(
+      std::string(input_error([] { Selection::parse("collective=allsum", "--test"); }).what()),
+      HasSubstr("a collective"));
+  FitOptions o = options({"topology.node.nic_efficiency"});
+  o.train = Selection::parse("collective=alltoall", "--train");
+  EXPECT_THAT(std::string(input_error([&] {
+                            calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+                          }).what()),
+              HasSubstr("no rows match"));
+}
+
+TEST(Fit, SelectionMatchesCollectiveSizeNodesAndTable) {
+  const validation::NcclTestsTable t = table("allreduce", 16);
+  const validation::NcclTestsRow& small = t.rows.front();  // 8 B
+  const validation::NcclTestsRow& big = t.rows.back();     // 1 GiB
+  const Selection s = Selection::parse("collective=all_reduce_perf|allgather, size=1KiB..", "x");
+  EXPECT_FALSE(s.matches(t, 0, small, 8));
+  EXPECT_TRUE(s.matches(t, 0, big, 8));
+  EXPECT_TRUE(Selection::parse("nodes=2", "x").matches(t, 0, small, 8));  // 16 ranks / 8
+  EXPECT_FALSE(Selection::parse("nodes=3..", "x").matches(t, 0, small, 8));
+  EXPECT_TRUE(Selection::parse("table=allreduce_16|x", "x").matches(t, 0, small, 8));
+  EXPECT_TRUE(Selection::parse("ranks=..16", "x").matches(t, 0, small, 8));
+  EXPECT_TRUE(Selection::parse("", "x").matches(t, 0, small, 8));
+}
+
+}  // namespace
+}  // namespace rocesim::test
