@@ -98,7 +98,10 @@ struct FitOptions {
   std::vector<ParameterSpec> parameters;  // empty: default_parameters()
   Selection train, test;                  // test empty: the complement of train, if train is set
   int max_iterations = 40;
-  double tolerance = 1e-5;       // stop when a step changes S by less than this fraction
+  /// Stop when an accepted step lowers S by less than this fraction of it: the simulated times
+  /// are piecewise smooth (chunk counts, protocol and algorithm choices), so smaller gains are
+  /// steps along a rough valley floor, not information.
+  double tolerance = 1e-3;
   std::string loss = "soft_l1";  // linear | soft_l1 | cauchy
   double loss_scale = 0.1;       // f: the log-ratio residual where the loss turns robust
   int threads = 1;

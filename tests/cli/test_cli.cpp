@@ -11,6 +11,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -239,6 +240,76 @@ TEST(ValidateErrors, ATableWithMoreRanksThanTheJobIsALocatedError) {
   EXPECT_THAT(missing.err, HasSubstr("'--measured'"));
 }
 
+// ---- rocesim calibrate fit ----
+
+TEST(CalibrateFit, FitsTheDevelopmentDataAndFeedsValidate) {
+  // The loop a user runs: fit on the measured 2- and 4-node tables, hold out the 8-node ones,
+  // then validate with the calibration file. The fit must lower the training cost, write a
+  // calibration file a scenario reads, report the held-out rows, and validate must simulate with
+  // the fitted values (echoed into validation.h5).
+  const TempDir dir("cli-calibrate");
+  const std::string measured =
+      source_path("validation/data/measured/nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml");
+  const std::string scenario = source_path("validation/scenarios/h100-ib-400g.yaml");
+  const std::string cal = dir / "calibration.yaml", res = dir / "residuals.csv";
+  const CommandResult r = run_cli(fmt::format(
+      "calibrate fit --measured {} --scenario {} -o {} --residuals {} --train nodes=2..4 "
+      "--threads 2",
+      measured, scenario, cal, res));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("topology.node.nic_efficiency"));
+  EXPECT_THAT(r.out, HasSubstr("test   all"));
+  ASSERT_TRUE(std::filesystem::exists(cal));
+  const std::vector<scenario::ParamOverride> values = scenario::read_calibration_file(cal);
+  EXPECT_EQ(values.size(), 5u);
+  std::ifstream rin(res);
+  const std::string header((std::istreambuf_iterator<char>(rin)), {});
+  EXPECT_THAT(header, testing::StartsWith("set,source,table,collective,nranks,size_bytes"));
+  EXPECT_THAT(header, HasSubstr("\ntest,"));
+
+  const std::string out = dir / "val";
+  const CommandResult v =
+      run_cli(fmt::format("validate --measured {} --scenario {} --calibration {} -o {} --no-plot",
+                          measured, scenario, cal, out));
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  const CommandResult h5 = run_command(fmt::format(
+      "{} -c \"import h5py; print(h5py.File('{}')['meta'].attrs['calibration'].decode())\"",
+      ROCESIM_PYTHON, out + "/validation.h5"));
+  ASSERT_EQ(h5.exit_code, 0) << h5.err;
+  EXPECT_THAT(h5.out, HasSubstr("topology.node.nic_efficiency: "));
+  EXPECT_THAT(h5.out, HasSubstr("calibration.yaml:"));
+}
+
+TEST(CalibrateFit, BadInputIsALocatedErrorAndWritesNothing) {
+  const TempDir dir("cli-calibrate-bad");
+  const std::string cal = dir / "calibration.yaml";
+  const std::string scenario = source_path("validation/scenarios/aws-p4d-efa.yaml");
+  // A malformed row in a log: its file and line.
+  const std::string log = dir / "bad.log";
+  std::ofstream(log) << "#       size         count      type   redop    root     time   algbw   "
+                        "busbw #wrong     time   algbw   busbw #wrong\n"
+                        "           8             2     float     sum      -1    12.3    "
+                        "0.00    0.00      0    twelve    0.00    0.00      0\n";
+  const CommandResult bad_log =
+      run_cli(fmt::format("calibrate fit --measured {} --scenario {} -o {}", log, scenario, cal));
+  EXPECT_EQ(bad_log.exit_code, 2);
+  EXPECT_THAT(bad_log.err, HasSubstr("bad.log:2:"));
+  // An unknown parameter, a bad selection.
+  const std::string measured =
+      source_path("validation/data/measured/aws_p4d_efa_a100_2node_allreduce.yaml");
+  const CommandResult bad_param = run_cli(
+      fmt::format("calibrate fit --measured {} --scenario {} -o {} --param nccl.NCCL_NET_OVERHEED",
+                  measured, scenario, cal));
+  EXPECT_EQ(bad_param.exit_code, 2);
+  EXPECT_THAT(bad_param.err, HasSubstr("NCCL_NET_OVERHEED"));
+  const CommandResult bad_sel =
+      run_cli(fmt::format("calibrate fit --measured {} --scenario {} -o {} --train size=1XB..",
+                          measured, scenario, cal));
+  EXPECT_EQ(bad_sel.exit_code, 2);
+  EXPECT_THAT(bad_sel.err, HasSubstr("'--train'"));
+  EXPECT_FALSE(std::filesystem::exists(cal));
+}
+
 // ---- every ready topology ----
 
 class ReadyTopology : public testing::TestWithParam<std::string> {};
@@ -357,7 +428,8 @@ TEST(Schema, MatchesTheCommittedScenarioReference) {
 // ---- help ----
 
 TEST(Help, TopLevelAndEverySubcommandExitZero) {
-  for (const char* args : {"--help", "run --help", "topo --help", "schema --help"}) {
+  for (const char* args : {"--help", "run --help", "topo --help", "schema --help",
+                           "calibrate --help", "calibrate fit --help"}) {
     const CommandResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr("Usage:")) << args;
