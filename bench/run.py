@@ -124,6 +124,36 @@ def collectives(report, runs, quick):
     report.append("")
 
 
+def calibration(report, runs, quick):
+    """rocesim calibrate fit on the H100 development data: the cost of the simulator in the loop,
+    one thread against two in alternating runs (same result, see the tests)."""
+    cmd = [CLI, "calibrate", "fit",
+           "--scenario", os.path.join(ROOT, "validation", "scenarios", "h100-ib-400g.yaml"),
+           "--measured", os.path.join(ROOT, "validation", "data", "measured",
+                                      "nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml"),
+           "--train", "nodes=2..4", "-o", os.path.join(OUT, "calibration.yaml")]
+    threads = [1] if quick else [1, 2]
+    walls = {t: [] for t in threads}
+    rss = {t: [] for t in threads}
+    sims = 0
+    for _ in range(1 if quick else runs):
+        for t in threads:
+            w, r, out = timed(cmd + ["--threads", str(t)])
+            walls[t].append(w)
+            rss[t].append(r)
+            m = re.search(r"(\d+) simulations of the training rows", out)
+            sims = int(m.group(1)) if m else 0
+    report.append("## Calibration: `rocesim calibrate fit` (H100 data, 106 training rows, "
+                  "5 parameters; medians)\n")
+    report.append("| threads | wall s | peak RSS MiB | simulations | ms per simulation |")
+    report.append("|---:|---:|---:|---:|---:|")
+    for t in threads:
+        w = median(walls[t])
+        report.append(f"| {t} | {w:.2f} | {median(rss[t]):.0f} | {sims} | "
+                      f"{1000 * w / max(sims, 1):.1f} |")
+    report.append("")
+
+
 def read_rocesim_fct(h5path):
     import h5py  # Debian's python3-h5py
     with h5py.File(h5path, "r") as f:
@@ -193,6 +223,7 @@ def main():
     micro(report)
     scale(report, args.runs, args.quick)
     collectives(report, args.runs, args.quick)
+    calibration(report, args.runs, args.quick)
     peers(report, args.runs, args.quick)
     text = "\n".join(report)
     with open(os.path.join(OUT, "report.md"), "w") as f:
