@@ -361,6 +361,20 @@ TEST(NcclClosedForm, CreditWindowBoundsAChannelToOneBufferPerRoundTrip) {
   EXPECT_NEAR(w.seconds, 48.5 * l, 2e-9);
 }
 
+TEST(NcclClosedForm, CreditLatencyLengthensTheAdmissionRoundTrip) {
+  // As above, with credit_latency C = 2L: a channel now moves one buffer per 2L + C = 4L, so
+  // r = 256 KiB / 4L, c/r = 2L and s/r = L. A step takes max(c/r, s/r + L) = 2L = c/r: the
+  // upstream slice no longer adds a wait. Time: K c/r + L = (2 K + 1) L = 65 L.
+  const double l = 2 * kP + 2 * 25e-6 + kF;
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_link_latency: 100ns"), 23, "nic_link_latency: 25us");
+  const Figures w = run_one(topo, kNoNcclLatency,
+                            fmt::format("collective: allreduce, bytes: 8MiB, nccl: {{NCCL_ALGO: "
+                                        "Ring, NCCL_BUFFSIZE: 256KiB, credit_latency: {}ns}}",
+                                        2 * l * 1e9));
+  EXPECT_NEAR(w.seconds, 65 * l, 2e-9);
+}
+
 // ---- behaviour ----
 
 TEST(NcclBehaviour, TreeWinsSmallMessagesAndRingLargeOnes) {

@@ -381,14 +381,16 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
 void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   if (!channels_.empty()) {
     const double buffer = config_.buffer(result_.protocol).as_double();
+    const double credit_us = config_.credit_latency.in_us();
     for (size_t ch = 0; ch < channels_.size(); ++ch) {
       Channel& chan = channels_[ch];
       std::vector<engine::PipelineLeg> legs;
       double cap = network::kNoRateCap;
       for (size_t i = 0; i < chan.legs.size(); ++i) {
         legs.push_back({chan.legs[i], 1.0});
-        // Credit window: one buffer per round trip of the leg.
-        cap = std::min(cap, buffer / (2 * chan.latency_us[i] * 1e-6));
+        // Credit window: one buffer per round trip of the leg, plus the receiver's time to
+        // post the credit (clear-to-send).
+        cap = std::min(cap, buffer / ((2 * chan.latency_us[i] + credit_us) * 1e-6));
       }
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
@@ -397,12 +399,14 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
     }
   }
   if (!p2p_.empty()) {
+    const double credit_us = config_.credit_latency.in_us();
     // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
     // that window over the round trip (shared by the QPs of a split connection).
     const double window = static_cast<double>(kP2pSteps * config_.p2p_net_chunksize.count());
     for (size_t i = 0; i < p2p_.size(); ++i) {
       const auto [conn, b] = p2p_[i];
-      const double rtt = 2 * (sim.connection_latency(conn).in_us() + p2p_tail_us_) * 1e-6;
+      const double rtt =
+          (2 * (sim.connection_latency(conn).in_us() + p2p_tail_us_) + credit_us) * 1e-6;
       const double per_qp = config_.split_data_on_qps ? config_.qps_per_connection : 1;
       sim.transfer(id, conn, Bytes(b), tag(kP2p, i), window / rtt / per_qp);
       ++pending_;

@@ -113,6 +113,13 @@ constexpr Param kNcclParams[] = {
      .help = "scales NCCL's launch latency estimates (baseLat) when launch_latency is not set; "
              "the tuner keeps NCCL's own constants",
      .check = Check::NonNegative},
+    {.key = "credit_latency",
+     .type = ParamType::Time,
+     .fallback = "0s",
+     .help = "receiver-driven admission: time for a receiver to return a credit (clear-to-send) "
+             "beyond the path's round trip; a connection moves at most one buffer per round trip "
+             "plus this",
+     .check = Check::NonNegative},
     {.key = "hop_latency_factor",
      .type = ParamType::Number,
      .fallback = "1",
@@ -249,6 +256,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("tuning_tables")) c.tuning_tables = r.choice("tuning_tables");
   if (r.has("launch_latency")) c.launch_latency = r.time("launch_latency");
   if (take("base_latency_factor")) c.base_latency_factor = r.number("base_latency_factor");
+  if (take("credit_latency")) c.credit_latency = r.time("credit_latency");
   if (take("hop_latency_factor")) c.hop_latency_factor = r.number("hop_latency_factor");
   return c;
 }
