@@ -11,8 +11,8 @@
 // with every other flow of the fabric competing, and each link carries its weight of the
 // channel's bytes (edges on the link, the QP split, protocol overhead). Receiver-driven
 // admission caps it: a sender may only have one connection buffer of data unacknowledged, and
-// the credit comes back after a round trip, so the rate is at most buffer / (2 L) on every edge
-// of one-way latency L.
+// the credit comes back after a round trip, so the rate is at most buffer / (2 L + C) on every
+// edge of one-way latency L, C being the receiver's credit_latency.
 //
 // What the fluid flow does not see is the pipeline's start and step structure; it is added when
 // the bandwidth phase ends, from the rate r the channel achieved:

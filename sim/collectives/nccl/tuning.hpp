@@ -25,7 +25,7 @@ struct TuningTables {
   double hw_lat[3][3][3];  // [hop: NVLink, PCI, NET][algorithm][protocol], us
   double ll_max_bw;        // GB/s
   double per_ch_max_ring_ll128_bw;
-  double per_ch_max_tree_bw[3];  // 1, 2, >= 4 nodes
+  double per_ch_max_tree_bw[3];  // 1, 2, >= 3 nodes
   double per_ch_max_tree_ll128_bw;
   bool ring_ll_half;  // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
 };
