@@ -1,13 +1,41 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <memory>
 
 #include "calibrate/lib/fit.hpp"
+#include "calibrate/lib/nicprobe_report.hpp"
 #include "cli/commands.hpp"
 #include "sim/metrics/table.hpp"
 #include "validation/lib/validate.hpp"
 
 namespace rocesim::cli {
+namespace {
+
+/// The NIC efficiency a rocesim-nicprobe loopback measured (achievable RDMA WRITE bandwidth over
+/// the port's rate), as a value of topology.node.nic_efficiency: fixed, or the fit's starting
+/// value when the fit names it (later values win).
+scenario::ParamOverride nic_efficiency_from_probe(const std::string& path) {
+  const calibrate::NicProbeReport probe = calibrate::read_nicprobe_report(path);
+  for (const calibrate::NicProbeLoopback& l : probe.loopback) {
+    if (!l.fit || !l.fit->efficiency) continue;
+    const double e = std::min(1.0, *l.fit->efficiency);
+    std::cout << fmt::format(
+        "NIC probe {}: {} port {}: {:.1f} Gb/s achievable, {:.2f} us per message; "
+        "topology.node.nic_efficiency = {:.4g}\n",
+        path, l.device, l.port, l.fit->bandwidth_gbps, l.fit->overhead_us, e);
+    return scenario::ParamOverride{
+        "topology.node.nic_efficiency",
+        ConfigNode::scalar(fmt::format("{:.6g}", e), l.where, "topology.node.nic_efficiency")};
+  }
+  throw InputError(SourceLocation{std::make_shared<const std::string>(path), 0, 0}, "loopback",
+                   "a loopback test with a fitted bandwidth and a known port rate "
+                   "(rocesim-nicprobe --loopback)",
+                   "none");
+}
+
+}  // namespace
 
 int calibrate_fit(const CalibrateFitCommand& c) {
   calibrate::FitOptions o;
@@ -21,6 +49,7 @@ int calibrate_fit(const CalibrateFitCommand& c) {
   o.threads = c.threads;
   o.seed = c.seed;
   o.fixed = parse_sets(c.set, c.calibration);
+  if (!c.nicprobe.empty()) o.fixed.insert(o.fixed.begin(), nic_efficiency_from_probe(c.nicprobe));
 
   std::vector<std::string> files;
   for (const std::string& m : c.measured) {

@@ -46,6 +46,7 @@ struct CalibrateFitCommand {
   std::string train, test;               // selections
   std::vector<std::string> set;          // fixed values KEY=VALUE
   std::vector<std::string> calibration;  // fixed values from calibration files
+  std::string nicprobe;                  // rocesim-nicprobe output: the NIC efficiency
   int max_iterations = 40;
   std::string loss = "soft_l1";
   double loss_scale = 0.1;

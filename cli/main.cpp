@@ -204,6 +204,10 @@ int main(int argc, char** argv) {
                   "held-out rows to report errors on (default: every row not in --train, when "
                   "--train is given)");
   add_set(fit, cf.set, cf.calibration);
+  fit->add_option("--nicprobe", cf.nicprobe,
+                  "rocesim-nicprobe output with a loopback test: its NIC efficiency (achievable "
+                  "bandwidth / port rate) sets topology.node.nic_efficiency, as the starting "
+                  "value when that parameter is fitted");
   fit->add_option("--max-iterations", cf.max_iterations, "Levenberg-Marquardt iterations")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));

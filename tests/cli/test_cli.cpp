@@ -280,6 +280,25 @@ TEST(CalibrateFit, FitsTheDevelopmentDataAndFeedsValidate) {
   EXPECT_THAT(h5.out, HasSubstr("calibration.yaml:"));
 }
 
+TEST(CalibrateFit, ANicProbeFixesTheNicEfficiency) {
+  // The sample probe (ConnectX-7, RoCE 400G) measures 387.9 Gb/s achievable RDMA WRITE
+  // bandwidth: efficiency 387.9 / 400 = 0.97, fixed while the launch factor is fitted.
+  const TempDir dir("cli-calibrate-probe");
+  const std::string cal = dir / "calibration.yaml";
+  const CommandResult r = run_cli(
+      fmt::format("calibrate fit --measured {} --scenario {} -o {} --nicprobe {} --param "
+                  "nccl.base_latency_factor",
+                  source_path("validation/data/measured/aws_p4d_efa_a100_2node_allreduce.yaml"),
+                  source_path("validation/scenarios/aws-p4d-efa.yaml"), cal,
+                  source_path("tests/calibrate/nicprobe/cx7_roce_400g.yaml")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("387.9 Gb/s achievable"));
+  const std::vector<scenario::ParamOverride> values = scenario::read_calibration_file(cal);
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].path, "topology.node.nic_efficiency");
+  EXPECT_NEAR(std::stod(values[0].value.value()), 387.9 / 400, 2e-3);
+}
+
 TEST(CalibrateFit, BadInputIsALocatedErrorAndWritesNothing) {
   const TempDir dir("cli-calibrate-bad");
   const std::string cal = dir / "calibration.yaml";

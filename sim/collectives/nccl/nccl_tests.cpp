@@ -65,36 +65,11 @@ int64_t parse_integer(const std::string& flag, const std::string& v, int64_t lo,
   return x;
 }
 
-/// nccl-tests' parsesize(): an integer, optionally followed by K, M or G (powers of 1024).
+/// A -b/-e/-i value, or a usage error naming the flag.
 int64_t parse_size(const std::string& flag, const std::string& v) {
-  std::string digits = v;
-  int64_t unit = 1;
-  if (!v.empty()) {
-    switch (v.back()) {
-      case 'K':
-      case 'k':
-        unit = int64_t{1} << 10;
-        break;
-      case 'M':
-      case 'm':
-        unit = int64_t{1} << 20;
-        break;
-      case 'G':
-      case 'g':
-        unit = int64_t{1} << 30;
-        break;
-      default:
-        break;
-    }
-    if (unit != 1) digits.pop_back();
-  }
-  int64_t x = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
-  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || x < 0 ||
-      x > std::numeric_limits<int64_t>::max() / unit) {
-    bad(flag, "a size in bytes, optionally with K, M or G (e.g. 8, 128K, 8G)", v);
-  }
-  return x * unit;
+  const std::optional<int64_t> x = parse_nccl_tests_size(v);
+  if (!x) bad(flag, "a size in bytes, optionally with K, M or G (e.g. 8, 128K, 8G)", v);
+  return *x;
 }
 
 std::string format_time_us(double us) {
@@ -347,6 +322,47 @@ double average_busbw(const std::vector<NcclTestsRow>& rows) {
   return sum / (2.0 * static_cast<double>(rows.size()));
 }
 
+std::optional<int64_t> parse_nccl_tests_size(std::string_view text) {
+  std::string digits(text);
+  int64_t unit = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K':
+      case 'k':
+        unit = int64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = int64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = int64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+    if (unit != 1) digits.pop_back();
+  }
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || x < 0 ||
+      x > std::numeric_limits<int64_t>::max() / unit) {
+    return std::nullopt;
+  }
+  return x * unit;
+}
+
+std::string_view nccl_tests_column_header() {
+  return "#                                                              out-of-place              "
+         "  "
+         "       in-place          \n"
+         "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+         "time   algbw   busbw #wrong\n"
+         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+         "(us)  (GB/s)  (GB/s)       \n";
+}
+
 std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclTestsRow>& rows,
                               const std::vector<std::string>& gpu_names,
                               const std::string& banner) {
@@ -374,17 +390,8 @@ std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclT
     out += fmt::format("#  Rank {:2d} Group  0 Pid {:6d} on {:>10s} device {:2d} [{}] simulated\n",
                        r, 0, host, 0, dev);
   }
-  // The column header exactly as nccl-tests prints it.
   out += "#\n";
-  out +=
-      "#                                                              out-of-place                "
-      "       in-place          \n";
-  out +=
-      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
-      "time   algbw   busbw #wrong\n";
-  out +=
-      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
-      "(us)  (GB/s)  (GB/s)       \n";
+  out += nccl_tests_column_header();
   const std::string redop = reduces(o.collective) ? o.op : "none";
   for (const NcclTestsRow& r : rows) {
     out += fmt::format("{:12d}  {:12d}  {:>8s}  {:>6s}  {:6d}", r.size.size_bytes, r.size.count,

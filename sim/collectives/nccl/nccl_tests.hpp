@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/collectives/nccl/collective.hpp"
@@ -104,6 +105,12 @@ class NcclTestsWorkload final : public engine::Workload {
   int op_ = 0;
   Time phase_start_{};
 };
+
+/// nccl-tests' parsesize(): an integer, optionally followed by K, M or G (powers of 1024);
+/// nothing for anything else.
+std::optional<int64_t> parse_nccl_tests_size(std::string_view text);
+/// The three-line column header of an nccl-tests table, exactly as nccl-tests prints it.
+std::string_view nccl_tests_column_header();
 
 /// The table nccl-tests prints, from the header to the "# Avg bus bandwidth" line. `gpu_names`
 /// are the ranks' GPUs in rank order.
