@@ -599,11 +599,11 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
       cost = cost_n;
       lambda *= std::max(1.0 / 3.0, 1 - std::pow(2 * rho - 1, 3));
       nu = 2;
+      J = jacobian(model, x, rows, keep_train);  // at x: the next step, or the uncertainty
       if (change < options.tolerance || dx.cwiseAbs().maxCoeff() < 1e-7) {
         report.converged = true;
         break;
       }
-      J = jacobian(model, x, rows, keep_train);
     } else {
       lambda *= nu;
       nu *= 2;
