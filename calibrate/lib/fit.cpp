@@ -536,7 +536,7 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
       report.warnings.push_back(fmt::format(
           "{} is not identifiable from these measurements: over its whole range {}..{} it "
           "changes no simulated time by more than {:.1g}%; it keeps its nominal value {}",
-          q.path, q.text(q.lower), q.text(q.upper), 100 * kNoEffect * 1.0, q.text(q.nominal)));
+          q.path, q.text(q.lower), q.text(q.upper), 100 * kNoEffect, q.text(q.nominal)));
     }
   }
 
