@@ -308,6 +308,22 @@ TEST(NcclClosedForm, SendRecvAroundTheRanks) {
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);
 }
 
+TEST(NcclClosedForm, NvlinkPairsUseTheP2pTransportWindow) {
+  // One server, 2 GPUs: Send/Recv 0 -> 1 and 1 -> 0, each over its own NVLink directions, path
+  // latency L = L_nvl. A pair may have 8 chunks of NCCL_P2P_NVL_CHUNKSIZE unacknowledged per
+  // round trip 2 L (NCCL's hop latency off). Default 512 KiB: 4 MiB per 1 us, above NVLink's
+  // 450 GB/s, so T = S / 450 GB/s + L. With 4 KiB chunks the window binds at 32 KiB / 2L:
+  // T = S x 2L / 32 KiB + L.
+  const double s = 64 * kMiB;
+  const Figures fast =
+      run_one(rail_topology(1, 2), kNoNcclLatency, "collective: sendrecv, bytes: 64MiB");
+  EXPECT_NEAR(fast.seconds, s / 450e9 + kLnvl, 2e-9);
+  const Figures slow = run_one(rail_topology(1, 2), kNoNcclLatency,
+                               "collective: sendrecv, bytes: 64MiB, "
+                               "nccl: {NCCL_P2P_NVL_CHUNKSIZE: 4KiB}");
+  EXPECT_NEAR(slow.seconds, s * 2 * kLnvl / (32 * 1024) + kLnvl, 2e-9);
+}
+
 TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
   // Broadcast of S = 1 GiB from rank 0, Simple: each channel is a chain of n - 1 = 31 edges
   // along its ring from the root, moving S/16 at B/2 (the rail NICs carry two channels each):

@@ -317,7 +317,6 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
                         double imbalance, uint64_t seed) {
   const int n = comm_.nranks();
   const std::vector<fabric::NodeId>& r = comm_.ranks();
-  const int64_t message = config_.p2p_net_chunksize.count();
   auto add = [&](int i, int j, int64_t b) {
     if (b <= 0 || i == j) return;
     Edge e{r[static_cast<size_t>(i)], r[static_cast<size_t>(j)], fabric::kNone,
@@ -334,9 +333,13 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     // Across servers NCCL spreads a pair's data over NCCL_NCHANNELS_PER_NET_PEER channels,
     // each with its own connection (and QPs).
     const int parts = e.network ? config_.channels_per_net_peer : 1;
+    const int64_t message =
+        (e.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
-      if (share > 0) p2p_.emplace_back(connection(sim, e, message, kP2pChannel - k), share);
+      if (share > 0) {
+        p2p_.push_back({connection(sim, e, message, kP2pChannel - k), share, e.network});
+      }
     }
   };
   switch (c) {
@@ -371,11 +374,17 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     default:
       ROCESIM_CHECK(false, "not a point-to-point collective");
   }
-  // NCCL's network hop latency for Simple: the cost of a peer's last chunk being noticed and
-  // completed, paid once at the end.
+  // NCCL's hop latency for Simple: the cost of a peer's last chunk being noticed and
+  // completed, paid once at the end; the network one when any pair crosses servers.
   p2p_tail_us_ =
       config_.hop_latency_factor *
       hop_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, true);
+  p2p_nvl_tail_us_ =
+      config_.hop_latency_factor *
+      hop_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, false);
+  const bool any_network =
+      std::any_of(p2p_.begin(), p2p_.end(), [](const P2pTransfer& t) { return t.network; });
+  if (!any_network) p2p_tail_us_ = p2p_nvl_tail_us_;
 }
 
 void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
@@ -401,14 +410,20 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   if (!p2p_.empty()) {
     const double credit_us = config_.credit_latency.in_us();
     // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
-    // that window over the round trip (shared by the QPs of a split connection).
-    const double window = static_cast<double>(kP2pSteps * config_.p2p_net_chunksize.count());
+    // that window over the round trip (shared by the QPs of a split connection). Across
+    // servers the chunks are NCCL_P2P_NET_CHUNKSIZE and a step pays the NET transport's hop
+    // latency; inside a server NCCL's P2P transport moves NCCL_P2P_NVL_CHUNKSIZE chunks over
+    // NVLink at the intra-node hop latency.
     for (size_t i = 0; i < p2p_.size(); ++i) {
-      const auto [conn, b] = p2p_[i];
+      const P2pTransfer& t = p2p_[i];
+      const double chunk = static_cast<double>(
+          (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
+      const double window = kP2pSteps * chunk;
+      const double hop = t.network ? p2p_tail_us_ : p2p_nvl_tail_us_;
       const double rtt =
-          (2 * (sim.connection_latency(conn).in_us() + p2p_tail_us_) + credit_us) * 1e-6;
-      const double per_qp = config_.split_data_on_qps ? config_.qps_per_connection : 1;
-      sim.transfer(id, conn, Bytes(b), tag(kP2p, i), window / rtt / per_qp);
+          (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
+      const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
+      sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp);
       ++pending_;
     }
   }

@@ -141,8 +141,14 @@ class OpRunner {
   bool running_ = false;
   size_t pending_ = 0;
   std::vector<Channel> channels_;
-  std::vector<std::pair<engine::ConnectionId, int64_t>> p2p_;  // pair transfers
-  double p2p_tail_us_ = 0;
+  struct P2pTransfer {
+    engine::ConnectionId connection;
+    int64_t bytes = 0;
+    bool network = false;  // across servers (NET transport) or inside one (P2P over NVLink)
+  };
+  std::vector<P2pTransfer> p2p_;  // pair transfers
+  double p2p_tail_us_ = 0;        // NCCL's hop latency of the NET transport
+  double p2p_nvl_tail_us_ = 0;    // and of the P2P transport
 };
 
 // ---- workloads ----

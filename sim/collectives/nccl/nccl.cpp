@@ -9,8 +9,9 @@ constexpr std::array<std::string_view, 10> kCollectiveNames{
     "allreduce", "allgather", "reducescatter", "broadcast", "reduce",
     "alltoall",  "alltoallv", "gather",        "scatter",   "sendrecv"};
 
-// Defaults from NCCL (MODELS.md 5.3-5.5): buffer sizes from src/init.cc, p2p chunk from
-// NCCL_P2P_NET_CHUNKSIZE, net overhead 1 us (Intel hosts; NCCL uses 2 us on AMD).
+// Defaults from NCCL (MODELS.md 5.3-5.5): buffer sizes from src/init.cc, p2p chunks from
+// NCCL_P2P_NET_CHUNKSIZE and NCCL_P2P_NVL_CHUNKSIZE, net overhead 1 us (Intel hosts; NCCL uses 2 us
+// on AMD).
 constexpr Param kNcclParams[] = {
     {.key = "NCCL_ALGO",
      .type = ParamType::Choice,
@@ -78,6 +79,12 @@ constexpr Param kNcclParams[] = {
      .type = ParamType::Bytes,
      .fallback = "128KiB",
      .help = "chunk of point-to-point sends over the network (8 in flight per peer)",
+     .check = Check::Positive},
+    {.key = "NCCL_P2P_NVL_CHUNKSIZE",
+     .type = ParamType::Bytes,
+     .fallback = "512KiB",
+     .help = "chunk of point-to-point sends between GPUs of one server, over NVLink (8 in flight "
+             "per peer)",
      .check = Check::Positive},
     {.key = "NCCL_PXN_DISABLE",
      .type = ParamType::Integer,
@@ -250,6 +257,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
   if (take("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");
   if (take("NCCL_P2P_NET_CHUNKSIZE")) c.p2p_net_chunksize = r.bytes("NCCL_P2P_NET_CHUNKSIZE");
+  if (take("NCCL_P2P_NVL_CHUNKSIZE")) c.p2p_nvl_chunksize = r.bytes("NCCL_P2P_NVL_CHUNKSIZE");
   if (take("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
   if (take("NCCL_COLLNET_ENABLE")) c.collnet = flag(r, "NCCL_COLLNET_ENABLE");
   if (take("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");

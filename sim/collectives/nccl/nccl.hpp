@@ -71,6 +71,7 @@ struct NcclConfig {
   Bytes ll_buffsize{512 << 10};        // NCCL_LL_BUFFSIZE
   Bytes ll128_buffsize{4915200};       // NCCL_LL128_BUFFSIZE
   Bytes p2p_net_chunksize{128 << 10};  // NCCL_P2P_NET_CHUNKSIZE
+  Bytes p2p_nvl_chunksize{512 << 10};  // NCCL_P2P_NVL_CHUNKSIZE
   bool pxn = true;                     // !NCCL_PXN_DISABLE
   bool collnet = false;                // NCCL_COLLNET_ENABLE
   Time net_overhead = Time::us(1);     // NCCL_NET_OVERHEAD
