@@ -36,6 +36,7 @@
 
 #include "calibrate/bench/bench_options.hpp"
 #include "calibrate/lib/bench_report.hpp"
+#include "sim/metrics/table.hpp"
 
 #ifndef ROCESIM_VERSION
 #define ROCESIM_VERSION "0.0.0"
@@ -453,7 +454,7 @@ void fit_sweep(Bench& b, const BenchOptions& opt, int64_t limit) {
 void finish(Bench& b, const BenchOptions& opt, const std::vector<BenchTable>& tables) {
   if (!b.printer || opt.output.empty()) return;
   try {
-    write_file_atomically(opt.output, bench_dataset_yaml(b.run, tables));
+    rocesim::metrics::write_text_file(opt.output, bench_dataset_yaml(b.run, tables));
   } catch (const std::exception& e) {
     throw BenchFailure(kBenchExitFailure, fmt::format("writing the dataset: {}", e.what()));
   }

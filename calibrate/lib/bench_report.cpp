@@ -720,31 +720,6 @@ std::optional<std::string> output_problem(const std::string& path) {
   return std::nullopt;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) {
-      throw std::runtime_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
-    }
-    f << text;
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw std::runtime_error(fmt::format("cannot write '{}'", tmp));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw std::runtime_error(
-        fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Reading
 

@@ -221,11 +221,9 @@ std::string bench_table_name(const BenchRun& run, BenchCollective c);
 std::string bench_dataset_yaml(const BenchRun& run, const std::vector<BenchTable>& tables);
 
 /// Why `path` cannot take the output (a missing directory, no permission, a directory, not
-/// ending in .yaml/.yml); nothing when it can. Probes by creating and removing the temporary file.
+/// ending in .yaml/.yml); nothing when it can. Probes by creating and removing a temporary file.
+/// The output itself is written with metrics::write_text_file (a temporary name, then a rename).
 std::optional<std::string> output_problem(const std::string& path);
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so that
-/// a reader never sees half a file. Throws std::runtime_error naming the path and the reason.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 // ---------------------------------------------------------------------------------------------
 // Reading the statistics back

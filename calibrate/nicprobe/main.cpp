@@ -27,6 +27,7 @@
 #include "calibrate/nicprobe/loopback.hpp"
 #include "calibrate/nicprobe/probe.hpp"
 #include "calibrate/nicprobe/verbs.hpp"
+#include "sim/metrics/table.hpp"
 
 #ifndef ROCESIM_VERSION
 #define ROCESIM_VERSION "0.0.0"
@@ -72,29 +73,6 @@ std::string utc_now() {
   char buf[32] = {};
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so that
-/// a reader never sees half a report. Throws std::runtime_error.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw std::runtime_error("cannot write " + path + " (through " + tmp + ")");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  }
 }
 
 /// The port --loopback tests on `d`: --port, else the first ACTIVE port; nullptr when none.
@@ -186,7 +164,7 @@ int run(const Options& o) {
 
   const std::string yaml = rocesim::calibrate::nicprobe_to_yaml(report);
   const std::string summary = rocesim::calibrate::nicprobe_summary(report);
-  if (!o.output.empty()) write_file_atomically(o.output, yaml);
+  if (!o.output.empty()) rocesim::metrics::write_text_file(o.output, yaml);
   if (o.human) {
     std::cout << summary;
   } else {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "calibrate/lib/bench_report.hpp"
+#include "sim/metrics/table.hpp"
 #include "tests/support/test_support.hpp"
 #include "validation/lib/nccl_tests_log.hpp"
 
@@ -402,7 +403,7 @@ TEST(BenchDataset, ReadBackByTheMeasuredDatasetReader) {
   const std::vector<BenchTable> tables = sample_tables(run);
   const std::string dir = test::temp_dir("bench_dataset");
   const std::string path = dir + "/run.yaml";
-  write_file_atomically(path, bench_dataset_yaml(run, tables));
+  metrics::write_text_file(path, bench_dataset_yaml(run, tables));
   // Only the file: the temporary one was renamed.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
 
@@ -473,7 +474,7 @@ TEST(BenchDataset, StatisticsReadBack) {
                                      time_stats({20.125, 21, 22, 30.5}), time_stats({19, 23}));
   tables[0].text = format_bench_table(run, BenchCollective::AllReduce, tables[0].rows);
   const std::string path = test::temp_dir("bench_stats") + "/stats.yaml";
-  write_file_atomically(path, bench_dataset_yaml(run, tables));
+  metrics::write_text_file(path, bench_dataset_yaml(run, tables));
 
   const std::vector<BenchStatsTable> back = read_bench_dataset(path);
   ASSERT_EQ(back.size(), 3u);
@@ -526,7 +527,7 @@ TEST(BenchDataset, EmptyEnvironmentAndNoNics) {
                            time_stats({10}), time_stats({10}))};
   t.text = format_bench_table(run, t.collective, t.rows);
   const std::string path = test::temp_dir("bench_bare") + "/one.yml";
-  write_file_atomically(path, bench_dataset_yaml(run, {t}));
+  metrics::write_text_file(path, bench_dataset_yaml(run, {t}));
   const auto log = validation::read_measured_dataset(path);
   ASSERT_EQ(log.tables.size(), 1u);
   EXPECT_EQ(log.tables[0].collective, "sendrecv");
@@ -564,9 +565,9 @@ TEST(BenchOutput, ProblemsBeforeTheRun) {
   EXPECT_TRUE(contains(*output_problem(dir + "/missing/out.yaml"), "does not exist"));
   fs::create_directories(dir + "/d.yaml");
   EXPECT_TRUE(contains(*output_problem(dir + "/d.yaml"), "directory"));
-  EXPECT_THROW(write_file_atomically(dir + "/missing/out.yaml", "x"), std::runtime_error);
-  write_file_atomically(dir + "/w.yaml", "a: 1\n");
-  write_file_atomically(dir + "/w.yaml", "a: 2\n");  // replaces
+  EXPECT_THROW(metrics::write_text_file(dir + "/missing/out.yaml", "x"), std::runtime_error);
+  metrics::write_text_file(dir + "/w.yaml", "a: 1\n");
+  metrics::write_text_file(dir + "/w.yaml", "a: 2\n");  // replaces
   std::ifstream in(dir + "/w.yaml");
   std::string line;
   std::getline(in, line);
