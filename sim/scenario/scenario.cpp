@@ -192,6 +192,15 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
       run->calibration.push_back(po);
     for (const ParamOverride& po : run->calibration)
       written = apply_override(written, po);
+    if (r0.has("calibration")) {
+      // The values are in the tree now; the effective scenario must not apply them again from
+      // files that may not be there when it is re-run.
+      ConfigNode without = ConfigNode::map(written.where(), written.path());
+      for (const ConfigNode::Entry& e : written.entries()) {
+        if (e.key != "calibration") without.set(e.key, e.key_where, e.value);
+      }
+      written = std::move(without);
+    }
   }
   run->calibration_yaml = overrides_yaml(run->calibration);
 

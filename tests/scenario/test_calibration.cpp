@@ -66,6 +66,8 @@ TEST(Calibration, FileValuesReplaceTheScenarioAndAreEchoed) {
   EXPECT_DOUBLE_EQ(nic_link_gbps(run->fabric), 200.0);
   EXPECT_EQ(run->nccl.net_overhead, Time::us(3));
   EXPECT_THAT(run->effective_yaml, HasSubstr("nic_efficiency: 0.5"));
+  // The values are in the effective scenario; re-running it needs no calibration file.
+  EXPECT_THAT(run->effective_yaml, testing::Not(HasSubstr("calibration")));
   ASSERT_EQ(run->calibration.size(), 2u);
   EXPECT_THAT(run->calibration_yaml, HasSubstr("topology.node.nic_efficiency: 0.5"));
   EXPECT_THAT(run->calibration_yaml, HasSubstr("calibration.yaml:3:33"));
