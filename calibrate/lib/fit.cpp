@@ -109,10 +109,10 @@ std::string si_text(ParamType type, double v) {
   }
 }
 
-/// The scalar at `path` in a tree, or nullptr.
+/// The scalar at `path` (already checked by ParameterSpec::parse) in a tree, or nullptr.
 const ConfigNode* lookup(const ConfigNode& root, const std::string& path) {
   const ConfigNode* n = &root;
-  for (const std::string& k : split(path, '.')) {
+  for (const std::string& k : scenario::split_path(path, root.where(), path)) {
     if (!n->is_map()) return nullptr;
     n = n->find(k);
     if (n == nullptr) return nullptr;
@@ -234,7 +234,8 @@ class Model {
     for (size_t j = 0; j < params_.size(); ++j) {
       const FittedParameter& p = params_[j];
       const double v = p.lower + x[static_cast<Eigen::Index>(j)] * (p.upper - p.lower);
-      o.parameters.push_back(scenario::parse_override(p.path + "=" + p.text(v), "fit"));
+      o.parameters.push_back(
+          scenario::ParamOverride{p.path, ConfigNode::scalar(p.text(v), fit_origin_, p.path)});
     }
     const validation::ValidationReport r = validation::validate(logs_, scenario_, o, keep);
     std::vector<double> out;
@@ -280,6 +281,7 @@ class Model {
   const FitOptions& options_;
   std::vector<FittedParameter>& params_;
   int simulations_ = 0;
+  SourceLocation fit_origin_ = origin_at("fit");  // where fitted values "come from"
 };
 
 Eigen::VectorXd log_ratios(const std::vector<double>& sim, const std::vector<Row>& rows) {
@@ -432,7 +434,7 @@ ParameterSpec ParameterSpec::parse(const std::string& text, const std::string& o
     s.upper = trim(range.substr(dots + 2));
   }
   // The same check as a calibration file's paths.
-  (void)scenario::parse_override(s.path + "=0", origin);
+  scenario::split_path(s.path, origin_at(origin), origin);
   return s;
 }
 
@@ -489,9 +491,9 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
     for (size_t i = 0; i < log.tables.size(); ++i)
       index[&log.tables[i]] = i;
   }
-  const Selection train = options.train;
-  const bool has_test = !options.test.empty() || !options.train.empty();
-  const Selection test = options.test;
+  const Selection& train = options.train;
+  const Selection& test = options.test;
+  const bool has_test = !test.empty() || !train.empty();
   // Rows without a positive time cannot be fitted on a log scale.
   const auto timed = [](const NcclTestsRow& r) {
     return (r.has_out_of_place ? r.time_us_out : r.time_us_in) > 0;
@@ -692,23 +694,21 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
   }
 
   // Residuals: training rows, then held-out rows, at the nominal and the fitted values.
-  const std::vector<double> fitted_train = model.batch({x}, keep_train)[0];
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& row = rows[i];
-    report.residuals.push_back(Residual{row.source, row.table, row.collective, row.nranks,
-                                        row.size_bytes, true, row.measured_us, t0[i],
-                                        fitted_train[i]});
-  }
+  const auto add_residuals = [&](const std::vector<Row>& rs, bool is_train,
+                                 const std::vector<double>& nominal,
+                                 const std::vector<double>& fitted) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Row& row = rs[i];
+      report.residuals.push_back(Residual{row.source, row.table, row.collective, row.nranks,
+                                          row.size_bytes, is_train, row.measured_us, nominal[i],
+                                          fitted[i]});
+    }
+  };
+  add_residuals(rows, true, t0, model.batch({x}, keep_train)[0]);
   if (has_test) {
     std::vector<Row> test_rows;
     const std::vector<double> nominal_test = model.times(x0, keep_test, &test_rows);
-    const std::vector<double> fitted_test = model.batch({x}, keep_test)[0];
-    for (size_t i = 0; i < test_rows.size(); ++i) {
-      const Row& row = test_rows[i];
-      report.residuals.push_back(Residual{row.source, row.table, row.collective, row.nranks,
-                                          row.size_bytes, false, row.measured_us, nominal_test[i],
-                                          fitted_test[i]});
-    }
+    add_residuals(test_rows, false, nominal_test, model.batch({x}, keep_test)[0]);
     if (test_rows.empty()) report.warnings.push_back("the test selection has no rows");
   }
   report.bands = band_errors(report.residuals);

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <stdexcept>
 
+#include "sim/collectives/nccl/nccl_tests.hpp"
 #include "sim/core/config.hpp"
 #include "sim/scenario/yaml_source.hpp"
 
@@ -125,41 +126,12 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-/// "4K" -> 4096; nothing when malformed or over max_bytes.
-std::optional<int64_t> parse_size(std::string_view s) {
-  s = trim(s);
-  int64_t scale = 1;
-  if (!s.empty()) {
-    switch (s.back()) {
-      case 'k':
-      case 'K':
-        scale = int64_t{1} << 10;
-        break;
-      case 'm':
-      case 'M':
-        scale = int64_t{1} << 20;
-        break;
-      case 'g':
-      case 'G':
-        scale = int64_t{1} << 30;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) s.remove_suffix(1);
-  }
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v < 0) return std::nullopt;
-  if (v > (int64_t{1} << 40) / scale) return std::nullopt;
-  return v * scale;
-}
-
 }  // namespace
 
 std::vector<int64_t> parse_message_sizes(std::string_view text, int64_t max_bytes) {
   const auto size_of = [&](std::string_view s) {
-    const std::optional<int64_t> v = parse_size(s);
+    // The sizes nccl-tests and perftest take: bytes, optionally with K, M or G (powers of 1024).
+    const std::optional<int64_t> v = collectives::nccl::parse_nccl_tests_size(trim(s));
     if (!v) {
       throw std::invalid_argument(fmt::format(
           "'{}' is not a message size (a whole number of bytes, optionally with K, M or G)",

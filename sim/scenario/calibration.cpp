@@ -40,6 +40,8 @@ bool valid_segment(std::string_view s) {
   return true;
 }
 
+}  // namespace
+
 std::vector<std::string> split_path(const std::string& path, const SourceLocation& where,
                                     const std::string& key) {
   std::vector<std::string> parts;
@@ -58,6 +60,8 @@ std::vector<std::string> split_path(const std::string& path, const SourceLocatio
   }
   return parts;
 }
+
+namespace {
 
 ConfigNode replaced(const ConfigNode& node, std::span<const std::string> keys,
                     const ParamOverride& o) {

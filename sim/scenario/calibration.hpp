@@ -32,6 +32,11 @@ const ParamTable& calibration_file_table();
 std::vector<ParamOverride> read_calibration_file(const std::string& path,
                                                  const ConfigNode* referenced_by = nullptr);
 
+/// The keys of a parameter path ("topology.node.nic_efficiency" -> topology, node,
+/// nic_efficiency). Throws InputError (at `where`, under `key`) for an empty or malformed key.
+std::vector<std::string> split_path(const std::string& path, const SourceLocation& where,
+                                    const std::string& key);
+
 /// "KEY=VALUE" from the command line; `origin` names it in messages (e.g. "--set").
 ParamOverride parse_override(const std::string& text, const std::string& origin);
 

@@ -388,9 +388,9 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
 }
 
 void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
+  const double credit_us = config_.credit_latency.in_us();
   if (!channels_.empty()) {
     const double buffer = config_.buffer(result_.protocol).as_double();
-    const double credit_us = config_.credit_latency.in_us();
     for (size_t ch = 0; ch < channels_.size(); ++ch) {
       Channel& chan = channels_[ch];
       std::vector<engine::PipelineLeg> legs;
@@ -408,7 +408,6 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
     }
   }
   if (!p2p_.empty()) {
-    const double credit_us = config_.credit_latency.in_us();
     // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
     // that window over the round trip (shared by the QPs of a split connection). Across
     // servers the chunks are NCCL_P2P_NET_CHUNKSIZE and a step pays the NET transport's hop
