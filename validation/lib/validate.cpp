@@ -218,13 +218,6 @@ std::vector<NcclTestsLog> read_measured(const std::vector<std::string>& files) {
   return logs;
 }
 
-ValidationReport validate(const std::vector<std::string>& files, const std::string& scenario_path,
-                          uint64_t seed_override, bool seed_set) {
-  scenario::Overrides overrides;
-  if (seed_set) overrides.seed = seed_override;
-  return validate(read_measured(files), scenario_path, overrides);
-}
-
 ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::string& scenario_path,
                           const scenario::Overrides& o, const RowFilter& keep) {
   ValidationReport report;

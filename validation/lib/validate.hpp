@@ -73,13 +73,10 @@ std::vector<NcclTestsLog> read_measured(const std::vector<std::string>& files);
 /// Selects the measured rows to simulate (a table, one of its rows); an empty filter keeps all.
 using RowFilter = std::function<bool(const NcclTestsTable&, const NcclTestsRow&)>;
 
-/// Reads `files` and simulates every table on the scenario. Throws InputError for unreadable
-/// input or a table with more ranks than the scenario's job.
-ValidationReport validate(const std::vector<std::string>& files, const std::string& scenario_path,
-                          uint64_t seed_override, bool seed_set);
 /// Simulates the rows of `logs` that `keep` selects, on the scenario loaded with `overrides`
 /// (seed, calibrated parameters; its workloads are always left out). Tables without a selected
 /// row are left out of the report; the readers' warnings are reported only without a filter.
+/// Throws InputError for a table with more ranks than the scenario's job.
 ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::string& scenario_path,
                           const scenario::Overrides& overrides, const RowFilter& keep = {});
 
