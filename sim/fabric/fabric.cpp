@@ -71,22 +71,25 @@ uint16_t Fabric::class_of(NodeId src, NodeId dst) {
   return cls;
 }
 
-LinkId Fabric::add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency) {
+LinkId Fabric::add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency,
+                        Bandwidth line_rate) {
   check_open();
   ROCESIM_CHECK(src < nodes_.size() && dst < nodes_.size() && src != dst, "bad link endpoints");
   Link l;
   l.src = src;
   l.dst = dst;
   l.capacity = capacity;
+  l.line_rate = line_rate.bits_per_second() > 0 ? line_rate : capacity;
   l.latency = latency;
   l.link_class = class_of(src, dst);
   links_.push_back(l);
   return static_cast<LinkId>(links_.size() - 1);
 }
 
-std::pair<LinkId, LinkId> Fabric::add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency) {
-  const LinkId ab = add_link(a, b, capacity, latency);
-  const LinkId ba = add_link(b, a, capacity, latency);
+std::pair<LinkId, LinkId> Fabric::add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency,
+                                            Bandwidth line_rate) {
+  const LinkId ab = add_link(a, b, capacity, latency, line_rate);
+  const LinkId ba = add_link(b, a, capacity, latency, line_rate);
   links_[ab].reverse = ba;
   links_[ba].reverse = ab;
   return {ab, ba};

@@ -62,7 +62,8 @@ struct Node {
 struct Link {
   NodeId src = kNone;
   NodeId dst = kNone;
-  Bandwidth capacity{};
+  Bandwidth capacity{};     // payload rate: what flows share
+  Bandwidth line_rate{};    // nominal rate of the port (framing included), for reports
   Time latency{};           // propagation delay of the wire
   uint16_t link_class = 0;  // index into Fabric::link_classes(), e.g. "leaf->spine"
   LinkId reverse = kNone;   // the other direction of the same cable, if any
@@ -95,9 +96,13 @@ class Fabric {
     links_.reserve(links);
   }
   NodeId add_node(Node node);
-  LinkId add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency);
+  /// A directed link whose flows share `capacity` (payload); `line_rate` is the port's nominal
+  /// rate (default: the capacity), which reports quote.
+  LinkId add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency,
+                  Bandwidth line_rate = {});
   /// Two links, one per direction, that know each other as `reverse`.
-  std::pair<LinkId, LinkId> add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency);
+  std::pair<LinkId, LinkId> add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency,
+                                      Bandwidth line_rate = {});
   /// Registers a server whose GPUs, NICs and NVSwitch were added with `server` = its index.
   void add_server(Server s);
   /// Free-form description shown by `rocesim topo` (builder type and key parameters).

@@ -198,7 +198,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
         const uint32_t idx = add_server(f, server, rack, z);
         const fabric::Server& srv = f.servers()[idx];
         for (uint32_t n = 0; n < srv.nics; ++n) {
-          f.add_cable(srv.first_nic + n, leaves.back(), server.nic_payload_rate(), nic_lat);
+          f.add_cable(srv.first_nic + n, leaves.back(), server.nic_payload_rate(), nic_lat,
+                      server.nic_speed);
         }
       }
     }
@@ -218,7 +219,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
     // members, as on a real switch.
     for (fabric::NodeId lf : leaves) {
       for (uint32_t u = 0; u < uplinks; ++u) {
-        f.add_cable(lf, spine_ids[z * spines + u % spines], uplink_speed, link_lat);
+        f.add_cable(lf, spine_ids[z * spines + u % spines],
+                    server.fabric_payload_rate(uplink_speed), link_lat, uplink_speed);
       }
     }
   }
@@ -245,7 +247,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
     }
     for (fabric::NodeId sp : spine_ids) {
       for (uint32_t u = 0; u < agg_up; ++u) {
-        f.add_cable(sp, atsw[u % count], agg_speed, link_lat);
+        f.add_cable(sp, atsw[u % count], server.fabric_payload_rate(agg_speed), link_lat,
+                    agg_speed);
       }
     }
   }

@@ -98,7 +98,8 @@ void build_fat_tree(const ParamReader& r, fabric::Fabric& f) {
         const uint32_t idx = add_server(f, server, pod * half + e, fabric::kNone);
         const fabric::Server& srv = f.servers()[idx];
         for (uint32_t n = 0; n < srv.nics; ++n) {
-          f.add_cable(srv.first_nic + n, edges.back(), server.nic_payload_rate(), nic_lat);
+          f.add_cable(srv.first_nic + n, edges.back(), server.nic_payload_rate(), nic_lat,
+                      server.nic_speed);
         }
       }
     }
@@ -108,11 +109,12 @@ void build_fat_tree(const ParamReader& r, fabric::Fabric& f) {
     }
     for (fabric::NodeId e : edges) {
       for (fabric::NodeId a : aggs)
-        f.add_cable(e, a, speed, link_lat);
+        f.add_cable(e, a, server.fabric_payload_rate(speed), link_lat, speed);
     }
     for (uint32_t a = 0; a < half; ++a) {
       for (uint32_t c = 0; c < half; ++c)
-        f.add_cable(aggs[a], core[a * half + c], speed, link_lat);
+        f.add_cable(aggs[a], core[a * half + c], server.fabric_payload_rate(speed), link_lat,
+                    speed);
     }
   }
   f.set_description(fmt::format("fat_tree: k = {}, {} servers x {} GPUs, {} switches", k,

@@ -6,8 +6,9 @@ namespace rocesim::topology {
 namespace {
 
 // Defaults: H100 HGX-class server (MODELS.md 7 and 8.1). NVLink 4 gives 450 GB/s per direction
-// per GPU; PCIe Gen5 x16 about 50 GB/s achievable; ConnectX-7 at 400 Gb/s. The two latencies are
-// estimates [E] of one hop through NVSwitch and through the PCIe switch; calibrate them.
+// per GPU; PCIe Gen5 x16; ConnectX-7 at 400 Gb/s on RoCEv2 with a 4096-byte MTU. The payload rates
+// of the NIC cable and of PCIe follow from their framing (sim/fabric/wire.hpp). The two latencies
+// are estimates [E] of one hop through NVSwitch and through the PCIe switch; calibrate them.
 constexpr Param kServerParams[] = {
     {.key = "gpus",
      .type = ParamType::Integer,
@@ -24,11 +25,30 @@ constexpr Param kServerParams[] = {
      .fallback = "400Gbps",
      .help = "line rate of each NIC and of its cable to the leaf",
      .check = Check::Positive},
+    {.key = "transport",
+     .type = ParamType::Choice,
+     .fallback = "roce",
+     .help = "the NICs' link layer, whose packet framing sets the payload share of nic_speed: "
+             "roce (RoCEv2, 82 bytes per packet at IPv4) or infiniband (28 bytes per packet)",
+     .choices = "roce|infiniband"},
+    {.key = "mtu",
+     .type = ParamType::Bytes,
+     .fallback = "4096B",
+     .help = "RDMA path MTU: payload bytes per packet (256B to 4096B, a power of two)",
+     .check = Check::Positive},
+    {.key = "ipv6",
+     .type = ParamType::Boolean,
+     .fallback = "false",
+     .help = "RoCEv2 over IPv6 (40-byte IP header instead of 20)"},
+    {.key = "vlan",
+     .type = ParamType::Boolean,
+     .fallback = "false",
+     .help = "RoCEv2 frames carry an 802.1Q tag (4 bytes)"},
     {.key = "nic_efficiency",
      .type = ParamType::Number,
      .fallback = "1",
-     .help = "fraction of nic_speed that carries RDMA payload (headers, MTU, NIC limits; RoCEv2 "
-             "at 4096-byte MTU at most 4096/4178 = 0.98); calibratable",
+     .help = "fraction of the wire's payload rate (nic_speed x mtu / (mtu + framing)) that the "
+             "NIC sustains: NIC and host limits beyond the framing; calibratable",
      .check = Check::Fraction},
     {.key = "nvlink_bandwidth",
      .type = ParamType::Bandwidth,
@@ -45,12 +65,27 @@ constexpr Param kServerParams[] = {
      .fallback = "250ns",
      .help = "one-way latency of each GPU-NVSwitch link",
      .check = Check::NonNegative},
+    {.key = "pcie_generation",
+     .type = ParamType::Integer,
+     .fallback = "5",
+     .help = "PCIe generation of the GPU-NIC path (1 to 6)",
+     .check = Check::Positive},
+    {.key = "pcie_lanes",
+     .type = ParamType::Integer,
+     .fallback = "16",
+     .help = "PCIe lanes of the GPU-NIC path (1, 2, 4, 8 or 16)",
+     .check = Check::Positive},
+    {.key = "pcie_max_payload",
+     .type = ParamType::Bytes,
+     .fallback = "256B",
+     .help = "PCIe max payload size (MPS) of a write TLP; sets the TLP overhead",
+     .check = Check::Positive},
     {.key = "pcie_bandwidth",
      .type = ParamType::Bandwidth,
-     .fallback = "50GB/s",
-     .help = "GPU-to-NIC PCIe bandwidth per direction (Gen4 x16 ~25GB/s, Gen5 x16 ~50GB/s "
-             "achievable)",
-     .check = Check::Positive},
+     .help = "GPU-to-NIC payload bandwidth per direction (default: derived from "
+             "pcie_generation, pcie_lanes and pcie_max_payload; Gen5 x16 at 256B = 57.6GB/s)",
+     .check = Check::Positive,
+     .optional = true},
     {.key = "pcie_latency",
      .type = ParamType::Time,
      .fallback = "500ns",
@@ -75,11 +110,33 @@ ServerSpec read_server(const ParamReader& r) {
     r.fail("nics", fmt::format("a divisor of gpus ({})", s.gpus), std::to_string(s.nics));
   }
   s.nic_speed = r.bandwidth("nic_speed");
+  s.wire.layer = r.choice("transport") == "infiniband" ? fabric::LinkLayer::InfiniBand
+                                                       : fabric::LinkLayer::RoCEv2;
+  s.wire.mtu = r.bytes("mtu").count();
+  if (s.wire.mtu < 256 || s.wire.mtu > 4096 || (s.wire.mtu & (s.wire.mtu - 1)) != 0) {
+    r.fail("mtu", "a power of two from 256B to 4096B (an RDMA path MTU)",
+           std::to_string(s.wire.mtu) + "B");
+  }
+  s.wire.ipv6 = r.boolean("ipv6");
+  s.wire.vlan = r.boolean("vlan");
   s.nic_efficiency = r.number("nic_efficiency");
   s.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
   s.nvlink_efficiency = r.number("nvlink_efficiency");
   s.nvlink_latency = r.time("nvlink_latency");
-  s.pcie_bandwidth = r.bandwidth("pcie_bandwidth");
+  fabric::PcieLink pcie;
+  pcie.generation = static_cast<int>(r.integer("pcie_generation"));
+  if (pcie.generation > 6) r.fail("pcie_generation", "1 to 6", std::to_string(pcie.generation));
+  pcie.lanes = static_cast<int>(r.integer("pcie_lanes"));
+  if (pcie.lanes > 16 || (pcie.lanes & (pcie.lanes - 1)) != 0) {
+    r.fail("pcie_lanes", "1, 2, 4, 8 or 16", std::to_string(pcie.lanes));
+  }
+  pcie.max_payload = r.bytes("pcie_max_payload").count();
+  if (pcie.max_payload < 128 || pcie.max_payload > 4096 ||
+      (pcie.max_payload & (pcie.max_payload - 1)) != 0) {
+    r.fail("pcie_max_payload", "a power of two from 128B to 4096B",
+           std::to_string(pcie.max_payload) + "B");
+  }
+  s.pcie_bandwidth = r.has("pcie_bandwidth") ? r.bandwidth("pcie_bandwidth") : pcie.payload();
   s.pcie_latency = r.time("pcie_latency");
   return s;
 }
@@ -120,7 +177,8 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
                                  .zone = zone,
                                  .name = fmt::format("node{}/nvswitch", index)});
     for (uint32_t i = 0; i < spec.gpus; ++i) {
-      f.add_cable(s.first_gpu + i, s.nvswitch, spec.nvlink_payload_rate(), spec.nvlink_latency);
+      f.add_cable(s.first_gpu + i, s.nvswitch, spec.nvlink_payload_rate(), spec.nvlink_latency,
+                  spec.nvlink_bandwidth);
     }
   }
   const uint32_t gpus_per_nic = spec.gpus / spec.nics;

@@ -9,6 +9,7 @@
 
 #include "sim/core/params.hpp"
 #include "sim/fabric/fabric.hpp"
+#include "sim/fabric/wire.hpp"
 
 namespace rocesim::topology {
 
@@ -16,15 +17,22 @@ struct ServerSpec {
   uint32_t gpus = 8;
   uint32_t nics = 8;
   Bandwidth nic_speed = Bandwidth::gbps(400);  // line rate
-  double nic_efficiency = 1.0;                 // payload rate / line rate
+  fabric::WireFormat wire;                     // the NIC link's framing
+  double nic_efficiency = 1.0;                 // achieved / wire payload rate
   Bandwidth nvlink_bandwidth = Bandwidth::gbps(3600);
   double nvlink_efficiency = 1.0;  // achieved / nominal NVLink bandwidth
   Time nvlink_latency{};
-  Bandwidth pcie_bandwidth = Bandwidth::gbps(400);
+  Bandwidth pcie_bandwidth = Bandwidth::gbps(400);  // payload rate per direction
   Time pcie_latency{};
 
-  /// Capacity of a NIC's cable as flows see it: the line rate times the NIC efficiency.
-  Bandwidth nic_payload_rate() const { return scale(nic_speed, nic_efficiency); }
+  /// Capacity of a NIC's cable as flows see it: the line rate times the framing's payload share
+  /// times the NIC efficiency.
+  Bandwidth nic_payload_rate() const {
+    return scale(nic_speed, wire.efficiency() * nic_efficiency);
+  }
+  /// Capacity of a switch-to-switch link of line rate `speed` as flows see it: the fabric carries
+  /// the NICs' packets, so the same framing applies.
+  Bandwidth fabric_payload_rate(Bandwidth speed) const { return scale(speed, wire.efficiency()); }
   /// Capacity of a GPU's NVLink as flows see it.
   Bandwidth nvlink_payload_rate() const { return scale(nvlink_bandwidth, nvlink_efficiency); }
 

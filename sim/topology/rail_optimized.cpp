@@ -147,10 +147,12 @@ void build_rail_optimized(const ParamReader& r, fabric::Fabric& f) {
                                                 .buffer = {leaf_sw.buffer},
                                                 .name = fmt::format("rail{}/leaf{}", rail, k)});
       for (uint32_t s = k * per_leaf; s < std::min(nodes, (k + 1) * per_leaf); ++s) {
-        f.add_cable(f.servers()[s].first_nic + rail, lf, server.nic_payload_rate(), nic_lat);
+        f.add_cable(f.servers()[s].first_nic + rail, lf, server.nic_payload_rate(), nic_lat,
+                    server.nic_speed);
       }
       for (uint32_t u = 0; u < uplinks; ++u) {
-        f.add_cable(lf, spine_ids[u % spines], uplink_speed, link_lat);
+        f.add_cable(lf, spine_ids[u % spines], server.fabric_payload_rate(uplink_speed), link_lat,
+                    uplink_speed);
       }
     }
   }

@@ -46,11 +46,11 @@ TopologyReport analyze(const fabric::Fabric& f) {
   for (const fabric::Link& l : f.links()) {
     LinkClassCount& c = r.links[l.link_class];
     ++c.links;
-    c.capacity_bps += static_cast<double>(l.capacity.bits_per_second());
+    c.capacity_bps += static_cast<double>(l.line_rate.bits_per_second());
     const int ts = fabric_tier(f.node(l.src));
     const int td = fabric_tier(f.node(l.dst));
     if (ts < 0 || td < 0) continue;
-    const double cap = static_cast<double>(l.capacity.bits_per_second());
+    const double cap = static_cast<double>(l.line_rate.bits_per_second());
     if (td > ts) up_capacity[ts] += cap;
     const fabric::Node& src = f.node(l.src);
     if (src.kind != fabric::NodeKind::Switch) continue;

@@ -1,5 +1,5 @@
 // What `rocesim topo` prints: node and link counts per tier, the subscription ratio of each switch
-// tier (capacity toward the servers : capacity away from them) and the bisection bandwidth.
+// tier (nominal line rates toward the servers : away from them) and the bisection bandwidth.
 #pragma once
 
 #include <string>

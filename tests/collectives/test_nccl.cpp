@@ -32,7 +32,7 @@ namespace {
 using test::contains;
 
 constexpr double kV = 0.25e-6, kP = 0.5e-6, kN = 0.1e-6, kF = 0.6e-6;
-constexpr double kB = 400e9 / 8;  // NIC bytes/s
+const double kB = test::roce_payload(400e9);  // NIC payload bytes/s (RoCEv2 framing)
 constexpr double kLnvl = 2 * kV;
 constexpr double kLpxn = 2 * kV + 2 * kP + 2 * kN + kF;
 constexpr double kLnet = 2 * kP + 2 * kN + kF;

@@ -16,7 +16,7 @@ namespace {
 // Latencies chosen so every path latency is known: PCIe p, NIC cable n, fabric cable c, leaf
 // forwarding fl, spine forwarding fs.
 constexpr double kP = 0.5e-6, kN = 0.1e-6, kC = 1e-6, kFl = 0.6e-6, kFs = 3e-6;
-constexpr double kB = 400e9 / 8;  // NIC and PCIe bytes/s
+const double kB = test::roce_payload(400e9);  // NIC payload bytes/s (PCIe is not slower)
 
 std::string topology(int gpus, int racks, int nodes_per_rack) {
   return fmt::format(R"(

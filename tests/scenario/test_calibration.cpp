@@ -62,8 +62,9 @@ TEST(Calibration, FileValuesReplaceTheScenarioAndAreEchoed) {
       "  nccl.NCCL_NET_OVERHEAD: 3us\n"
       "fit: {anything: [1, 2]}\n");
   const auto run = scenario::load_scenario(f.scenario);
-  // The NIC cable carries payload at nic_speed x nic_efficiency = 400 x 0.5 = 200 Gb/s.
-  EXPECT_DOUBLE_EQ(nic_link_gbps(run->fabric), 200.0);
+  // The NIC cable carries payload at nic_speed x RoCEv2 framing x nic_efficiency
+  // = 400 x 4096/4178 x 0.5 = 196.07 Gb/s.
+  EXPECT_NEAR(nic_link_gbps(run->fabric), 400 * 4096.0 / 4178 * 0.5, 1e-6);
   EXPECT_EQ(run->nccl.net_overhead, Time::us(3));
   EXPECT_THAT(run->effective_yaml, HasSubstr("nic_efficiency: 0.5"));
   // The values are in the effective scenario; re-running it needs no calibration file.
@@ -80,7 +81,7 @@ TEST(Calibration, LaterOverridesWin) {
   scenario::Overrides o;
   o.parameters.push_back(scenario::parse_override("topology.node.nic_efficiency=0.25", "--set"));
   const auto run = scenario::load_scenario(f.scenario, o);
-  EXPECT_DOUBLE_EQ(nic_link_gbps(run->fabric), 100.0);  // 400 x 0.25
+  EXPECT_NEAR(nic_link_gbps(run->fabric), 400 * 4096.0 / 4178 * 0.25, 1e-6);
 }
 
 TEST(Calibration, KeysOfATopologyFileCanBeSet) {

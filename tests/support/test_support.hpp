@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,13 @@ InputError input_error(F&& f) {
   }
   ADD_FAILURE() << "no InputError thrown";
   return InputError(SourceLocation{}, "none");
+}
+
+/// Payload rate in bytes/s of a link of `line_bps` carrying RoCEv2 at the default 4096-byte MTU
+/// over IPv4: line x 4096 / (4096 + 82) (sim/fabric/wire.hpp), rounded to whole bits per second
+/// as the fabric stores it. Closed forms on fabrics with the default framing use it.
+inline double roce_payload(double line_bps) {
+  return static_cast<double>(std::llround(line_bps * 4096.0 / 4178.0)) / 8;
 }
 
 inline bool contains(const std::string& haystack, const std::string& needle) {

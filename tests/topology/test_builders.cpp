@@ -123,10 +123,13 @@ aggregation: {count: 4, uplinks: 8}
   ASSERT_NE(f.find("agg3"), fabric::kNone);
   EXPECT_EQ(f.node(f.find("zone2/leaf1")).zone, 2u);
   EXPECT_EQ(f.servers()[9].zone, 2u);  // 4 servers per zone
-  // Every spine reaches every ATSW with V / A = 2 parallel links.
+  // Every spine reaches every ATSW with V / A = 2 parallel links of 400 Gb/s, whose flows share
+  // the RoCEv2 payload rate 400 x 4096 / 4178 Gb/s.
   for (const fabric::LinkId l : f.out_links(f.find("zone1/spine1"))) {
     if (f.node(f.link(l).dst).role != fabric::SwitchRole::Aggregation) continue;
-    EXPECT_EQ(f.link(l).capacity.bits_per_second(), 400'000'000'000);
+    EXPECT_EQ(f.link(l).line_rate.bits_per_second(), 400'000'000'000);
+    EXPECT_NEAR(static_cast<double>(f.link(l).capacity.bits_per_second()) / 8,
+                test::roce_payload(400e9), 1);
   }
 }
 

@@ -272,12 +272,14 @@ TEST(RingStep, OverAllRanksIsIToIPlusOne) {
 TEST(RingStep, SendsAtTheNicRateOnAnIdleFabric) {
   // Ranks 0, 2, 4, 6: GPU 0 of servers 0-3, one flow per NIC in each direction and two flows
   // per leaf over four uplinks, so nothing is shared: every flow moves at the NIC rate,
-  // min(400 Gb/s NIC, 50 GB/s = 400 Gb/s PCIe) = 50e9 B/s, and 1 MiB takes 1048576 / 50e9 s
-  // = 20.97 us of bandwidth time (plus latency, which the bandwidth phase excludes).
+  // min(400 Gb/s NIC x 4096/4178 RoCEv2 framing = 49.02e9 B/s, 50 GB/s PCIe), and 1 MiB takes
+  // 1048576 / 49.02e9 s = 21.39 us of bandwidth time (plus latency, which the bandwidth phase
+  // excludes).
   const Outcome o = simulate("  - {type: ring_step, bytes: 1MiB, ranks: [0, 2, 4, 6]}\n");
   ASSERT_EQ(o.run->recorder->flows().size(), 4u);
   for (const engine::FlowRecord& f : o.run->recorder->flows()) {
-    EXPECT_NEAR((f.bandwidth_end - f.start).in_seconds(), 1048576.0 / 50e9, 1e-12);
+    EXPECT_NEAR((f.bandwidth_end - f.start).in_seconds(), 1048576.0 / test::roce_payload(400e9),
+                1e-12);
   }
 }
 
