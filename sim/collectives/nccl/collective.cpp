@@ -120,12 +120,15 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
   return id;
 }
 
+double OpRunner::step_cost_us(bool network) const {
+  const TuningInput in = tuning_input(result_.collective, result_.channels);
+  return config_.hop_latency_factor *
+         hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+}
+
 double OpRunner::leg_latency_us(engine::Simulation& sim, engine::ConnectionId c,
                                 bool network) const {
-  const TuningInput in = tuning_input(result_.collective, result_.channels);
-  return sim.connection_latency(c).in_us() +
-         config_.hop_latency_factor *
-             hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+  return sim.connection_latency(c).in_us() + step_cost_us(network);
 }
 
 void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective c, int64_t bytes,
@@ -194,6 +197,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       const double loops = std::max(1.0, std::ceil(data / (n * chunk_data)));
       const double c_data = data / (n * loops);
       chan.ring = true;
+      chan.positions = steps;
       chan.steps = loops * steps;
       chan.chunk = c_data / traits.efficiency;
       // NCCL's primitives cut a chunk into its slices (2 for Simple), each at least 1/32 of a
@@ -230,6 +234,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     for (size_t i = 0; i < edges.size(); ++i) {
       const double l = leg_latency_us(sim, chan.legs[i], edges[i].network);
       chan.latency_us.push_back(l);
+      chan.step_us.push_back(step_cost_us(edges[i].network));
       sum += l;
       double& worst = edges[i].network ? net_max : nvlink_max;
       worst = std::max(worst, l);
@@ -438,13 +443,20 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
     const double r = chan.wire_bytes / std::max(bw_time, 1e-15);  // achieved wire rate
     double fill_us = 0;
     if (chan.ring) {
-      double mean = 0, per_cycle = 0;
-      for (double l : chan.latency_us) {
-        mean += l;
-        per_cycle += std::max(0.0, chan.slice / r * 1e6 + l - chan.chunk / r * 1e6);
+      // The wire's latency overlaps with the chunks in flight; NCCL's per-step cost (the
+      // kernel's flag polls and fences, the proxy posting each step) is paid step after step on
+      // the first pass through the ring and overlaps with the data only on later passes, as
+      // NCCL's own model counts it (tuning.cc: nsteps x hwLat + bytes / bw).
+      const double edges = static_cast<double>(chan.latency_us.size());
+      double mean = 0, per_cycle = 0, step = 0;
+      for (size_t e = 0; e < chan.latency_us.size(); ++e) {
+        const double wire = chan.latency_us[e] - chan.step_us[e];
+        mean += wire;
+        step += chan.step_us[e];
+        per_cycle += std::max(0.0, chan.slice / r * 1e6 + wire - chan.chunk / r * 1e6);
       }
-      mean /= static_cast<double>(chan.latency_us.size());
-      fill_us = (chan.steps - 1) / static_cast<double>(chan.latency_us.size()) * per_cycle + mean;
+      mean /= edges;
+      fill_us = (chan.steps - 1) / edges * per_cycle + mean + chan.positions * step / edges;
     } else {
       fill_us = chan.hops_latency_us + std::max(0, chan.hops - 1) * chan.slice / r * 1e6;
     }

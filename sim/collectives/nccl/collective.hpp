@@ -90,6 +90,8 @@ class OpRunner {
   struct Channel {
     std::vector<engine::ConnectionId> legs;
     std::vector<double> latency_us;  // per leg: path latency + NCCL's hop latency
+    std::vector<double> step_us;     // per leg: NCCL's hop latency alone (a step's fixed cost)
+    double positions = 0;            // ring: steps of one pass (2(n-1) or n-1)
     bool ring = true;                // ring formula; otherwise chain/tree
     double hops_latency_us = 0;      // chain/tree: summed latency along the critical path
     int hops = 0;                    // chain/tree: depth H
@@ -113,6 +115,8 @@ class OpRunner {
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
+  /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor), in us.
+  double step_cost_us(bool network) const;
   void finish_op(engine::Simulation& sim);
 
   const fabric::Fabric& f_;
