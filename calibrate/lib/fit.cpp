@@ -98,8 +98,12 @@ double to_si(ParamType type, const std::string& text, const SourceLocation& wher
 
 std::string si_text(ParamType type, double v) {
   switch (type) {
-    case ParamType::Time:
-      return fmt::format("{:.6g}ns", v * 1e9);
+    case ParamType::Time: {
+      // Scenario times are whole picoseconds: round to one, print in ns.
+      const long long ps = std::llround(v * 1e12);
+      return ps % 1000 == 0 ? fmt::format("{}ns", ps / 1000)
+                            : fmt::format("{:.3f}ns", static_cast<double>(ps) * 1e-3);
+    }
     case ParamType::Bandwidth:
       return fmt::format("{:.6g}Gbps", v * 1e-9);
     case ParamType::Bytes:

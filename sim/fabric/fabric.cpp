@@ -86,6 +86,22 @@ LinkId Fabric::add_link(NodeId src, NodeId dst, Bandwidth capacity, Time latency
   return static_cast<LinkId>(links_.size() - 1);
 }
 
+std::string_view gpu_arch_name(GpuArch a) {
+  switch (a) {
+    case GpuArch::Volta:
+      return "volta";
+    case GpuArch::Ampere:
+      return "ampere";
+    case GpuArch::Hopper:
+      return "hopper";
+    case GpuArch::Blackwell:
+      return "blackwell";
+    case GpuArch::Cdna3:
+      return "cdna3";
+  }
+  return "hopper";
+}
+
 std::pair<LinkId, LinkId> Fabric::add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency,
                                             Bandwidth line_rate) {
   const LinkId ab = add_link(a, b, capacity, latency, line_rate);

@@ -69,6 +69,11 @@ struct Link {
   LinkId reverse = kNone;   // the other direction of the same cable, if any
 };
 
+/// The GPU generation of a server, as collective libraries see it: NCCL and RCCL choose
+/// constants by it (protocol throughput per channel, NVLink speeds, which protocols exist).
+enum class GpuArch : uint8_t { Volta, Ampere, Hopper, Blackwell, Cdna3 };
+std::string_view gpu_arch_name(GpuArch a);
+
 /// A server: GPUs joined by an NVLink domain, each GPU with a NIC (1:1 unless nics < gpus).
 struct Server {
   uint32_t index = 0;
@@ -77,6 +82,7 @@ struct Server {
   NodeId first_nic = kNone;
   uint32_t nics = 0;
   NodeId nvswitch = kNone;  // kNone for single-GPU servers
+  GpuArch arch = GpuArch::Hopper;
   uint32_t rack = kNone;
   uint32_t zone = kNone;
 };

@@ -15,6 +15,13 @@ constexpr Param kServerParams[] = {
      .fallback = "8",
      .help = "GPUs per server",
      .check = Check::Positive},
+    {.key = "gpu_arch",
+     .type = ParamType::Choice,
+     .fallback = "hopper",
+     .help = "GPU generation, which sets the collective library's per-channel protocol "
+             "throughput (NCCL's tuning tables): volta (V100), ampere (A100), hopper (H100, "
+             "H200), blackwell (B200, B300, GB200), cdna3 (AMD MI300X, MI325X)",
+     .choices = "volta|ampere|hopper|blackwell|cdna3"},
     {.key = "nics",
      .type = ParamType::Integer,
      .help = "RDMA NICs per server (default: one per GPU); GPU i uses NIC i*nics/gpus",
@@ -109,6 +116,12 @@ ServerSpec read_server(const ParamReader& r) {
   if (s.gpus % s.nics != 0) {
     r.fail("nics", fmt::format("a divisor of gpus ({})", s.gpus), std::to_string(s.nics));
   }
+  const std::string arch = r.choice("gpu_arch");
+  for (fabric::GpuArch a :
+       {fabric::GpuArch::Volta, fabric::GpuArch::Ampere, fabric::GpuArch::Hopper,
+        fabric::GpuArch::Blackwell, fabric::GpuArch::Cdna3}) {
+    if (fabric::gpu_arch_name(a) == arch) s.arch = a;
+  }
   s.nic_speed = r.bandwidth("nic_speed");
   s.wire.layer = r.choice("transport") == "infiniband" ? fabric::LinkLayer::InfiniBand
                                                        : fabric::LinkLayer::RoCEv2;
@@ -153,6 +166,7 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
   s.gpus = spec.gpus;
   s.nics = spec.nics;
   s.rack = rack;
+  s.arch = spec.arch;
   s.zone = zone;
   for (uint32_t i = 0; i < spec.gpus; ++i) {
     const fabric::NodeId g = f.add_node(Node{.kind = NodeKind::Gpu,

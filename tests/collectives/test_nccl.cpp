@@ -506,11 +506,13 @@ TEST(NcclBehaviour, HierarchicalRingsBeatAFlatRingOnEightGpuServers) {
   EXPECT_NEAR(w.at("flat").seconds / w.at("nccl").seconds, 8, 0.1);
 }
 
-TEST(NcclBehaviour, LlMovesTwiceTheWireBytesOfSimple) {
-  // LL sends 8 flag bytes with every 8 data bytes: bandwidth-bound (256 MiB, 4 servers x 8
-  // GPUs), its channels carry twice Simple's wire bytes at the same rate, and the pipeline
-  // hides the edge latencies (an LL step of 64 wire KiB takes 2.6 us at B/2, longer than any
-  // edge latency), so the time doubles to within the fill (a few us of 5.3 ms).
+TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
+  // LL sends 8 flag bytes with every 8 data bytes, but on Hopper its kernels are the bound
+  // long before the wire: NCCL's llMaxBw caps an LL operation at 35 GB/s of bus bandwidth on
+  // more than 2 nodes (tuning.cc; HARDWARE.md 5.5), against 8 x 49.02 GB/s of NICs for Simple.
+  // Ring AllReduce of S = 256 MiB on n = 32 ranks (4 servers x 8 GPUs), latencies off: every
+  // rank moves 2(n-1)/n S = 1.9375 S of bus bytes, so LL takes 1.9375 S / 35e9 = 14.86 ms,
+  // to within the pipeline fill, and Simple is NIC-bound: 1.9375 S / (8 x 49.02e9) = 1.33 ms.
   const auto w = run(rail_topology(4, 8) +
                      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring}\n"
                      "workloads:\n"
@@ -519,7 +521,9 @@ TEST(NcclBehaviour, LlMovesTwiceTheWireBytesOfSimple) {
                      "  - {name: ll, type: nccl, collective: allreduce, bytes: 256MiB, "
                      "after: [simple], nccl: {NCCL_PROTO: LL}}\n");
   EXPECT_EQ(w.at("ll").notes.at("protocol"), "LL");
-  EXPECT_NEAR(w.at("ll").seconds / w.at("simple").seconds, 2.0, 0.002);
+  const double s = 256 * kMiB, bus = 2.0 * 31 / 32 * s;
+  EXPECT_NEAR(w.at("ll").seconds, bus / 35e9, 0.005 * bus / 35e9);
+  EXPECT_NEAR(w.at("simple").seconds, bus / (8 * kB), 0.01 * bus / (8 * kB));
 }
 
 TEST(NcclBehaviour, SmallMessagesUseFewerChannels) {

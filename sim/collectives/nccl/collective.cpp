@@ -88,6 +88,9 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.nnodes = comm_.nnodes();
   in.ppn = comm_.ppn();
   in.channels = channels;
+  // NCCL's graph has one ring per NIC of a server; the kernel runs twice as many channels.
+  in.graph_channels = std::max(1, std::min(channels, comm_.nics_per_node()));
+  in.arch = f_.servers()[f_.node(comm_.ranks().front()).server].arch;
   const fabric::NodeId g = comm_.ranks().front();
   const fabric::NodeId nic = f_.nic_of_gpu(g);
   const double nvlink = link_gbytes(f_, g, fabric::NodeKind::Switch, fabric::SwitchRole::NvSwitch);
@@ -293,6 +296,31 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
   }
 }
 
+double OpRunner::protocol_cap() const {
+  // NCCL's per-channel protocol throughput (tuning.cc) is a bus bandwidth per channel of its
+  // graph: spread over the channels the kernel runs, and for trees and CollNet halved, since
+  // their bus bandwidth counts the data going up and coming down (algBw = busBw / 2).
+  const TuningInput in = tuning_input(result_.collective, result_.channels);
+  const ProtocolCaps& caps = protocol_caps(in.arch);
+  const int col = caps_column(in.nnodes);
+  const double per_graph = static_cast<double>(in.graph_channels) / result_.channels;
+  const bool tree = result_.algorithm != Algorithm::Ring;
+  double bus = network::kNoRateCap;
+  switch (result_.protocol) {
+    case Protocol::LL:
+      bus = caps.ll_max_bw[col] / result_.channels;
+      break;
+    case Protocol::LL128:
+      bus = (tree ? caps.tree_ll128[col] : caps.ring_ll128[col]) * per_graph;
+      break;
+    case Protocol::Simple:
+      if (result_.algorithm == Algorithm::Tree) bus = caps.tree[col] * per_graph;
+      break;
+  }
+  if (bus == network::kNoRateCap) return bus;
+  return bus * 1e9 / (tree ? 2.0 : 1.0);
+}
+
 double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   // NCCL (enqueue.cc) moves Tree and CollNet data with Simple in chunks of one step, halved
   // while the operation has too few chunks per channel to fill the pipeline: below 8, 4 and 1
@@ -406,6 +434,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
         // post the credit (clear-to-send).
         cap = std::min(cap, buffer / ((2 * chan.latency_us[i] + credit_us) * 1e-6));
       }
+      cap = std::min(cap, protocol_cap() / protocol_traits(result_.protocol).efficiency);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
                    tag(kPipeline, ch), result_.algorithm == Algorithm::CollNet);

@@ -115,6 +115,8 @@ class OpRunner {
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
+  /// The most data bytes/s one channel's kernel moves with the operation's protocol.
+  double protocol_cap() const;
   /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor), in us.
   double step_cost_us(bool network) const;
   void finish_op(engine::Simulation& sim);

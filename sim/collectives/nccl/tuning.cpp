@@ -18,10 +18,6 @@ constexpr TuningTables kNewest{"newest",
                                {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
                                 {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
                                 {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
-                               141.0,
-                               36.7,
-                               {38.7, 41.4, 36.0},
-                               36.7,
                                true};
 
 constexpr TuningTables kV2203{"2.20.3",
@@ -29,11 +25,19 @@ constexpr TuningTables kV2203{"2.20.3",
                               {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
                                {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
                                {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
-                              87.7,
-                              36.7,
-                              {38.7, 41.4, 36.0},
-                              36.7,
                               false};
+
+// NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes. llMaxBws: the first
+// column by GPU generation, the others those of an Intel host (NCCL's row 0 for Volta, Hopper
+// keeps its own row). Blackwell is twice Hopper in 2.27.
+constexpr ProtocolCaps kVoltaCaps{
+    {39.0, 39.0, 20.4}, {20, 20, 20}, {20, 20, 20}, {26.5, 18.5, 10.0}};
+constexpr ProtocolCaps kAmpereCaps{
+    {87.7, 39.0, 20.4}, {20, 20, 20}, {20, 20, 20}, {24.0, 23.6, 17.8}};
+constexpr ProtocolCaps kHopperCaps{
+    {141.0, 45.0, 35.0}, {36.7, 36.7, 36.7}, {36.7, 36.7, 29.0}, {38.7, 41.4, 36.0}};
+constexpr ProtocolCaps kBlackwellCaps{
+    {282.0, 90.0, 70.0}, {73.4, 73.4, 73.4}, {73.4, 73.4, 58.0}, {77.4, 82.8, 72.0}};
 
 int ai(Algorithm a) {
   return static_cast<int>(a);
@@ -71,6 +75,21 @@ void ring_steps(const TuningInput& in, int& steps, int& inter) {
 
 }  // namespace
 
+const ProtocolCaps& protocol_caps(fabric::GpuArch arch) {
+  switch (arch) {
+    case fabric::GpuArch::Volta:
+      return kVoltaCaps;
+    case fabric::GpuArch::Ampere:
+      return kAmpereCaps;
+    case fabric::GpuArch::Blackwell:
+      return kBlackwellCaps;
+    case fabric::GpuArch::Hopper:
+    case fabric::GpuArch::Cdna3:
+      break;
+  }
+  return kHopperCaps;
+}
+
 const TuningTables& tuning_tables(std::string_view release) {
   if (release == "2.20.3") return kV2203;
   return kNewest;
@@ -93,24 +112,25 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   // Bandwidth: per channel inside a node, or the narrower of NVLink and NIC across nodes.
   const double per_channel = in.nnodes > 1 ? std::min(in.bw_intra, in.bw_inter) : in.bw_intra;
   double bus = in.channels * per_channel;
+  const ProtocolCaps& caps = protocol_caps(in.arch);
+  const int col = caps_column(in.nnodes);
+  const double graph = in.graph_channels;
   if (a == Algorithm::Ring && p == Protocol::LL) {
     const double f = t.ring_ll_half ? 0.5
                      : (in.nnodes > 1 || in.collective == Collective::AllReduce ||
                         in.collective == Collective::Reduce)
                          ? 0.25
                          : 1.0 / 3.0;
-    bus = std::min(t.ll_max_bw, bus * f);
+    bus = std::min(caps.ll_max_bw[col], bus * f);
   }
   if (a == Algorithm::Ring && p == Protocol::LL128) {
-    bus = std::min(bus * 0.92, in.channels * t.per_ch_max_ring_ll128_bw);
+    bus = std::min(bus * 0.92, graph * caps.ring_ll128[col]);
   }
   if (a == Algorithm::Tree) {
-    const int i = in.nnodes <= 1 ? 0 : in.nnodes == 2 ? 1 : 2;
-    bus = std::min(bus * 0.92, in.channels * t.per_ch_max_tree_bw[i]);
-    if (p == Protocol::LL) bus = std::min(bus / 3.8, t.ll_max_bw);
+    bus = std::min(bus * 0.92, graph * caps.tree[col]);
+    if (p == Protocol::LL) bus = std::min(bus / 3.8, caps.ll_max_bw[col]);
     if (p == Protocol::LL128) {
-      bus = std::min(bus * (in.ppn == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-                     in.channels * t.per_ch_max_tree_ll128_bw);
+      bus = std::min(bus * (in.ppn == 1 ? 7.0 / 9.0 : 120.0 / 128.0), graph * caps.tree_ll128[col]);
     }
     bus *= 0.85;  // NCCL's correction for the tree pattern
   }

@@ -7,15 +7,18 @@
 // The constants are those of a pinned NCCL release (MODELS.md 5.5): "newest" is the newest
 // tuning.cc read for MODELS.md (Ring/LL busBw x 0.5, Hopper llMaxBw 141 GB/s, Tree/Simple
 // hwLat 4.0/4.0/14 us); "2.20.3" is NVIDIA/nccl v2.20.3 (Tree/Simple hwLat 28 us on every hop
-// type and baseLat 0, Ring/LL busBw x 1/4 multi-node or 1/3, llMaxBw 87.7 GB/s). Bandwidth caps
-// are NCCL's Hopper values. The same tables give the per-hop and per-operation latencies of
-// the simulation (see collective.hpp), scaled by the calibratable `hop_latency_factor`.
+// type and baseLat 0, Ring/LL busBw x 1/4 multi-node or 1/3). The protocol throughput caps are
+// NCCL 2.27's, per GPU generation (ProtocolCaps); the simulation applies them to its channels
+// too (collective.hpp), as the kernel's limits. The same tables give the per-hop and per-operation
+// latencies of the simulation (see collective.hpp), scaled by the calibratable
+// `hop_latency_factor`.
 #pragma once
 
 #include <optional>
 #include <string_view>
 
 #include "sim/collectives/nccl/nccl.hpp"
+#include "sim/fabric/fabric.hpp"
 
 namespace rocesim::collectives::nccl {
 
@@ -23,12 +26,24 @@ struct TuningTables {
   std::string_view name;
   double base_lat[3][3];   // [algorithm][protocol], us
   double hw_lat[3][3][3];  // [hop: NVLink, PCI, NET][algorithm][protocol], us
-  double ll_max_bw;        // GB/s
-  double per_ch_max_ring_ll128_bw;
-  double per_ch_max_tree_bw[3];  // 1, 2, >= 3 nodes
-  double per_ch_max_tree_ll128_bw;
-  bool ring_ll_half;  // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
+  bool ring_ll_half;       // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
 };
+
+/// What one channel's kernel can move with each protocol on a GPU generation, in GB/s of bus
+/// bandwidth, per communicator size (1 node, 2 nodes, more): NCCL's llMaxBws,
+/// perChMaxRingLL128Bws, perChMaxTreeLL128Bws and perChMaxTreeBws (tuning.cc, HARDWARE.md 5.5).
+/// The LL cap is for the whole operation; the others are per channel of NCCL's graph.
+struct ProtocolCaps {
+  double ll_max_bw[3];
+  double ring_ll128[3];
+  double tree_ll128[3];
+  double tree[3];
+};
+const ProtocolCaps& protocol_caps(fabric::GpuArch arch);
+/// Index into ProtocolCaps' columns: 0 for one node, 1 for two, 2 for more.
+inline int caps_column(int nnodes) {
+  return nnodes <= 1 ? 0 : nnodes == 2 ? 1 : 2;
+}
 
 /// The tables of a pinned release: "newest" or "2.20.3".
 const TuningTables& tuning_tables(std::string_view release);
@@ -38,8 +53,10 @@ struct TuningInput {
   Collective collective = Collective::AllReduce;
   int nranks = 1;
   int nnodes = 1;
-  int ppn = 1;  // ranks per node
-  int channels = 1;
+  int ppn = 1;             // ranks per node
+  int channels = 1;        // channels the kernel runs
+  int graph_channels = 1;  // channels of NCCL's graph (one ring per NIC), before NCCL doubles them
+  fabric::GpuArch arch = fabric::GpuArch::Hopper;
   double bw_intra = 0;   // GB/s per channel inside a node (NVLink)
   double bw_inter = 0;   // GB/s per channel across nodes (NIC)
   bool collnet = false;  // in-network reduction available
