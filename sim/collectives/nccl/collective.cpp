@@ -68,7 +68,32 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     : f_(f),
       comm_(f, std::move(ranks)),
       config_(config),
-      tables_(tuning_tables(config.tuning_tables)) {}
+      tables_(tuning_tables(config.tuning_tables)) {
+  // The wire of NCCL's reference hops (see step_cost_us): GPU -> NVLink domain -> GPU inside a
+  // server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
+  const fabric::NodeId g = comm_.ranks().front();
+  auto latency_to = [&](fabric::NodeId from, auto&& pick) {
+    for (fabric::LinkId l : f_.out_links(from)) {
+      if (pick(f_.node(f_.link(l).dst))) return f_.link(l).latency.in_us();
+    }
+    return 0.0;
+  };
+  ref_nvlink_us_ =
+      2 * latency_to(g, [](const fabric::Node& n) {
+        return n.kind == fabric::NodeKind::Switch && n.role == fabric::SwitchRole::NvSwitch;
+      });
+  const fabric::NodeId nic = f_.nic_of_gpu(g);
+  if (nic != fabric::kNone) {
+    const fabric::NodeId sw = f_.first_hop_switch(nic);
+    const double pcie =
+        latency_to(g, [](const fabric::Node& n) { return n.kind == fabric::NodeKind::Nic; });
+    const double cable = latency_to(nic, [](const fabric::Node& n) {
+      return n.kind == fabric::NodeKind::Switch && n.tier > 0;
+    });
+    ref_net_us_ =
+        2 * (pcie + cable) + (sw != fabric::kNone ? f_.node(sw).forwarding_latency.in_us() : 0.0);
+  }
+}
 
 int OpRunner::channels_for(int64_t bytes, Protocol p) const {
   int c = std::min(kMaxChannels, 2 * comm_.nics_per_node());
@@ -124,9 +149,15 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
 }
 
 double OpRunner::step_cost_us(bool network) const {
+  // NCCL's hwLat is the measured cost of a pipeline step between GPUs of NCCL's reference
+  // system, wire included: one NVLink domain inside a server, one switch between servers. What
+  // it adds to a hop beyond its own wire is therefore hwLat less the reference wire; a longer
+  // path (more switches, PXN's NVLink detour) adds its extra wire on top, and a hop never costs
+  // less than its wire.
   const TuningInput in = tuning_input(result_.collective, result_.channels);
-  return config_.hop_latency_factor *
-         hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+  const double hw = config_.hop_latency_factor *
+                    hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+  return std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
 }
 
 double OpRunner::leg_latency_us(engine::Simulation& sim, engine::ConnectionId c,

@@ -125,6 +125,8 @@ class OpRunner {
   Communicator comm_;
   NcclConfig config_;
   const TuningTables& tables_;
+  double ref_nvlink_us_ = 0;  // wire latency of a GPU-GPU hop inside a server
+  double ref_net_us_ = 0;     // and between servers one switch apart
   struct EdgeKey {
     fabric::NodeId src, dst, relay;
     int64_t message;
