@@ -36,15 +36,19 @@ void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
 
 void Recorder::finalize() {
   const fabric::Fabric& f = sim_.fabric();
+  // Summed in double and rounded once per link: weighted paths (pipelines) would otherwise
+  // gather a rounding error per path and link.
+  std::vector<double> carried(f.link_count(), 0.0);
   for (routing::PathId p = 0; p < path_bytes_.size(); ++p) {
     const std::span<const fabric::LinkId> links = sim_.paths().links(p);
     const std::span<const double> weights = sim_.paths().weights(p);
     for (size_t i = 0; i < links.size(); ++i) {
       const double w = weights.empty() ? 1.0 : weights[i];
-      links_[links[i]].bytes +=
-          static_cast<int64_t>(std::llround(w * static_cast<double>(path_bytes_[p])));
+      carried[links[i]] += w * static_cast<double>(path_bytes_[p]);
     }
   }
+  for (fabric::LinkId l = 0; l < f.link_count(); ++l)
+    links_[l].bytes += static_cast<int64_t>(std::llround(carried[l]));
   const double horizon = sim_.end_time().in_seconds();
   for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
     const double cap = f.link(l).capacity.bytes_per_second();

@@ -25,7 +25,10 @@ using calibrate::Selection;
 using testing::HasSubstr;
 using validation::NcclTestsLog;
 
-// Two H100 servers (8 GPUs, 8 x 400G NICs each) on a non-blocking leaf-spine.
+// Two H100 servers (8 GPUs, 8 x 400G NICs each) on a non-blocking leaf-spine, NVLink at its
+// nominal rate so that the NICs, not NVLink, bound the large rows: the fitter is under test here,
+// not the cluster.
+constexpr const char* kNominalNvlink = "topology.node.nvlink_efficiency=1";
 std::string scenario_path() {
   return source_path("validation/scenarios/h100-ib-400g.yaml");
 }
@@ -59,6 +62,7 @@ NcclTestsLog simulate(const std::vector<std::string>& truth, double noise, uint6
       log.tables.push_back(table(c, n));
   }
   scenario::Overrides o;
+  o.parameters.push_back(scenario::parse_override(kNominalNvlink, "test"));
   for (const std::string& t : truth)
     o.parameters.push_back(scenario::parse_override(t, "truth"));
   const validation::ValidationReport r = validation::validate({log}, scenario_path(), o);
@@ -83,6 +87,7 @@ const calibrate::FittedParameter& param(const FitReport& r, const std::string& p
 
 FitOptions options(std::vector<std::string> params) {
   FitOptions o;
+  o.fixed.push_back(scenario::parse_override(kNominalNvlink, "test"));
   for (const std::string& p : params)
     o.parameters.push_back(ParameterSpec::parse(p, "test"));
   return o;
@@ -145,7 +150,9 @@ TEST(Fit, ParameterWithoutEffectIsReportedAndHeld) {
 TEST(Fit, ConfoundedParametersAreReported) {
   // Every network path crosses the GPU-NIC PCIe link and the NIC cable once at each end, so their
   // latencies enter every simulated time only through their sum: the data cannot tell them apart.
-  const NcclTestsLog log = simulate({"topology.node.pcie_latency=1500ns"}, 0.01, 3);
+  // (A long PCIe latency, so that the wire outweighs the part of NCCL's per-hop latency that
+  // stands for a reference wire and shows in the times.)
+  const NcclTestsLog log = simulate({"topology.node.pcie_latency=4us"}, 0.01, 3);
   const FitReport r = calibrate::fit(
       {log}, {"synthetic"}, scenario_path(),
       options({"topology.node.pcie_latency", "topology.nic_link_latency=0us..20us"}));
@@ -173,8 +180,11 @@ TEST(Fit, CrossValidationReportsTheHeldOutRows) {
     if (x.train || x.nranks != 16) continue;  // 8 ranks: one server, no NIC
     ++checked;
     EXPECT_LT(std::abs(x.fitted_error()), 0.005) << x.table << " " << x.size_bytes;
-    // The NICs are the bottleneck: the nominal rate is 1/0.8 too fast.
-    EXPECT_GT(std::abs(x.nominal_error()), 0.1) << x.table << " " << x.size_bytes;
+    // AllGather's rings are bound by the NICs: the nominal rate is 1/0.8 too fast. (AllReduce
+    // runs NVLSTree, which NVLink bounds nearly as much as the NICs.)
+    if (x.table.starts_with("allgather")) {
+      EXPECT_GT(std::abs(x.nominal_error()), 0.1) << x.table << " " << x.size_bytes;
+    }
   }
   EXPECT_EQ(checked, 2u);
 }
@@ -194,10 +204,12 @@ TEST(Fit, CalibrationFileIsReadBackByAScenario) {
                                      options({"topology.node.nic_efficiency"}));
   const std::string file = temp_dir("fit") + "/calibration.yaml";
   std::ofstream(file) << calibrate::calibration_yaml(r);
+  // The file holds the fitted value and the fixed one the fit ran with.
   const std::vector<scenario::ParamOverride> o = scenario::read_calibration_file(file);
-  ASSERT_EQ(o.size(), 1u);
-  EXPECT_EQ(o[0].path, "topology.node.nic_efficiency");
-  EXPECT_NEAR(std::stod(o[0].value.value()), 0.9, 1e-3);
+  ASSERT_EQ(o.size(), 2u);
+  EXPECT_EQ(o[0].path, "topology.node.nvlink_efficiency");
+  EXPECT_EQ(o[1].path, "topology.node.nic_efficiency");
+  EXPECT_NEAR(std::stod(o[1].value.value()), 0.9, 1e-3);
 }
 
 TEST(Fit, BadParametersAndSelectionsAreInputErrors) {

@@ -160,7 +160,7 @@ TEST(NcclTests, BadArgumentsExitTwoAndWriteNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"all_reduce_perf -b 8X", "'-b': expected a size in bytes"},
       {"allreduce -b 8", "'test': expected an nccl-tests benchmark"},
-      {"-x NCCL_ALGO=Rings all_reduce_perf", "'nccl.NCCL_ALGO': expected one of"},
+      {"-x NCCL_ALGO=Rings all_reduce_perf", "'nccl.NCCL_ALGO': expected a list of Ring, Tree"},
       {"--ranks 129 all_reduce_perf", "'--ranks': expected 1 to 128"},
       {"broadcast_perf -r 128", "'-r': expected a rank below 128"},
   };

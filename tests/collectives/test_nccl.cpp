@@ -507,12 +507,12 @@ TEST(NcclBehaviour, HierarchicalRingsBeatAFlatRingOnEightGpuServers) {
 }
 
 TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
-  // LL sends 8 flag bytes with every 8 data bytes, but on Hopper its kernels are the bound
-  // long before the wire: NCCL's llMaxBw caps an LL operation at 35 GB/s of bus bandwidth on
-  // more than 2 nodes (tuning.cc; HARDWARE.md 5.5), against 8 x 49.02 GB/s of NICs for Simple.
-  // Ring AllReduce of S = 256 MiB on n = 32 ranks (4 servers x 8 GPUs), latencies off: every
-  // rank moves 2(n-1)/n S = 1.9375 S of bus bytes, so LL takes 1.9375 S / 35e9 = 14.86 ms,
-  // to within the pipeline fill, and Simple is NIC-bound: 1.9375 S / (8 x 49.02e9) = 1.33 ms.
+  // LL sends 8 flag bytes with every 8 data bytes, but its kernels are the bound long before
+  // the wire: NCCL's llMaxBw caps an LL operation at 20.4 GB/s of bus bandwidth on more than 2
+  // nodes of an Intel host (tuning.cc; HARDWARE.md 5.5), against 8 x 49.02 GB/s of NICs for
+  // Simple. Ring AllReduce of S = 256 MiB on n = 32 ranks (4 servers x 8 GPUs), latencies off:
+  // every rank moves 2(n-1)/n S = 1.9375 S of bus bytes, so LL takes 1.9375 S / 20.4e9 =
+  // 25.5 ms, to within the pipeline fill, and Simple is NIC-bound: 1.9375 S / (8 x 49.02e9).
   const auto w = run(rail_topology(4, 8) +
                      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring}\n"
                      "workloads:\n"
@@ -522,22 +522,27 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
                      "after: [simple], nccl: {NCCL_PROTO: LL}}\n");
   EXPECT_EQ(w.at("ll").notes.at("protocol"), "LL");
   const double s = 256 * kMiB, bus = 2.0 * 31 / 32 * s;
-  EXPECT_NEAR(w.at("ll").seconds, bus / 35e9, 0.005 * bus / 35e9);
+  EXPECT_NEAR(w.at("ll").seconds, bus / 20.4e9, 0.005 * bus / 20.4e9);
   EXPECT_NEAR(w.at("simple").seconds, bus / (8 * kB), 0.01 * bus / (8 * kB));
 }
 
 TEST(NcclBehaviour, SmallMessagesUseFewerChannels) {
-  // NCCL gives each channel at least its threads' worth of data: 512 threads x 8 bytes for LL,
-  // 512 x 64 bytes for Simple; 16 channels at most (2 per NIC).
+  // NCCL gives each ring or tree channel at least its threads' worth of data: 512 threads x 8
+  // bytes for LL, 512 x 64 bytes for Simple; 16 channels at most (2 per NIC). NVLS always runs
+  // its 16 channels (Hopper), within NCCL_MAX_NCHANNELS like the others.
   EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: LL}\n",
                     "collective: allreduce, bytes: 8KiB")["channels"],
             2);
-  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple}\n",
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple, NCCL_ALGO: 'Ring,Tree'}\n",
                     "collective: allreduce, bytes: 128KiB")["channels"],
             4);
-  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple}\n",
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple, NCCL_ALGO: '^NVLSTree'}\n",
                     "collective: allreduce, bytes: 1GiB")["channels"],
             16);
+  const Figures nvls = run_one(rail_topology(2, 8), "nccl: {NCCL_PROTO: Simple}\n",
+                               "collective: allreduce, bytes: 128KiB");
+  EXPECT_EQ(nvls.notes.at("algorithm"), "NVLSTree");
+  EXPECT_EQ(nvls["channels"], 16);
   EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_MAX_NCHANNELS: 4}\n",
                     "collective: allreduce, bytes: 1GiB")["channels"],
             4);
@@ -562,23 +567,114 @@ TEST(NcclBehaviour, AllToAllvImbalanceIsSeededAndKeepsTheMeanVolume) {
 // ---- NCCL's tuning model ----
 
 TEST(NcclTuning, RingSimpleEstimateByHand) {
-  // NCCL's model for Ring/Simple AllReduce, 2 nodes x 8 GPUs, 16 channels of 25 GB/s inter-node
-  // ("newest" tables): latency = baseLat 8.4 + (2(n-1) - 2(nodes-1)) = 28 intra-node steps x
-  // max(hwLat NVLink 3.4, 3 x net overhead 1) + 2 network steps x 14 = 131.6 us; bandwidth =
-  // 16 x 25 = 400 GB/s bus, algbw = bus x n / 2(n-1) = 213.33 GB/s; 1 GB takes 4687.5 us.
+  // NCCL's model for Ring/Simple AllReduce, 2 nodes x 8 GPUs, its graph of 8 channels (one per
+  // NIC) at 50 GB/s, the kernel running 16 ("newest" tables): latency = baseLat 8.4 +
+  // (2(n-1) - 2(nodes-1)) = 28 intra-node steps x max(hwLat NVLink 3.4, 3 x net overhead 1) + 2
+  // network steps x 14 = 131.6 us, x 1.4 for the ring's plateau (1 GB / (16 channels x 16
+  // ranks) >= 64 bytes) = 184.24 us; bandwidth = 8 x 50 = 400 GB/s bus, algbw = bus x n /
+  // 2(n-1) = 213.33 GB/s; 1 GB takes 4687.5 us.
   TuningInput in;
   in.nranks = 16;
   in.nnodes = 2;
   in.ppn = 8;
   in.channels = 16;
-  in.bw_intra = 450.0 / 16;
-  in.bw_inter = 25;
+  in.graph_channels = 8;
+  in.bw_intra = in.bw_inter = 50;
   const TuningTables& t = tuning_tables("newest");
   EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, 1e9),
-              131.6 + 1e9 / (1000 * 400.0 * 16 / 30), 1e-6);
+              131.6 * 1.4 + 1e9 / (1000 * 400.0 * 16 / 30), 1e-6);
+  // Below the plateau (16 x 16 x 64 = 16 KiB) the latency is NCCL's sum alone.
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, 8192),
+              131.6 + 8192 / (1000 * 400.0 * 16 / 30), 1e-6);
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNet, Protocol::Simple, 1e9)));
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, 1e9)));
   in.collective = Collective::AllGather;
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::Simple, 1e9)));
+}
+
+TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
+  // HGX H100 as NCCL 2.27 sees it (HARDWARE.md 5.4-5.5): ring and tree graphs of 8 channels at
+  // 48 GB/s, an NVLS graph of 8 heads at 40 GB/s inside the node, Intel host.
+  //  NVLSTree, 2 nodes: latency = NVLink hwLat 25 + 2 x log2(2) x NET hwLat 14 = 53 us; bus =
+  //    8 x min(40, 48) = 320 GB/s, algbw = 320 x 5/6 = 266.67 GB/s.
+  //  Tree/LL128, 4 nodes: latency = 14 + 2 x (7 x 1.25 + 2 x 8.5) = 65.5 us; bus = min(0.92 x
+  //    384, 8 x 41.4 [perChMaxTreeBw]) = 331.2 -> min(331.2 x 120/128, 8 x 29 [Tree LL128, >2
+  //    nodes]) = 232 -> x 0.85 = 197.2, algbw / 2 = 98.6 GB/s, times NCCL's tree correction at
+  //    1 MiB (LL128, log2(1 MiB / 64) = 14: 0.6) = 59.16 GB/s.
+  TuningInput in;
+  in.nranks = 16;
+  in.nnodes = 2;
+  in.ppn = 8;
+  in.channels = 16;
+  in.graph_channels = 8;
+  in.bw_intra = in.bw_inter = 48;
+  in.nvls = true;
+  in.nvls_heads = 8;
+  in.nvls_bw_intra = 40;
+  const TuningTables& t = tuning_tables("newest");
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, 1e9),
+              53 + 1e9 / (1000 * 320 * 5.0 / 6), 1e-6);
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Nvls, Protocol::Simple, 1e9)));
+  in.nranks = 32;
+  in.nnodes = 4;
+  const double mib = 1 << 20;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, mib),
+              65.5 + mib / (1000 * 232 * 0.85 * 0.5 * 0.6), 1e-6);
+}
+
+TEST(NcclTuning, ChoosesAsNcclDoesOnHgxH100) {
+  // NCCL 2.27's choice for AllReduce on HGX H100 servers, from its model with the inputs above
+  // (derived by hand from tuning.cc: latency + bytes / algbw per algorithm and protocol):
+  // 2 nodes: NVLSTree/Simple at every size (1 MiB: 57 us against Tree/LL128's 60);
+  // 4 nodes: Tree/LL128 at 1 MiB, NVLSTree at 16 MiB, Ring/Simple at 4 GiB.
+  TuningInput in;
+  in.ppn = 8;
+  in.channels = 16;
+  in.graph_channels = 8;
+  in.bw_intra = in.bw_inter = 48;
+  in.nvls = true;
+  in.nvls_heads = 8;
+  in.nvls_bw_intra = 40;
+  const TuningTables& t = tuning_tables("newest");
+  const double mib = 1 << 20;
+  struct Case {
+    int nodes;
+    double bytes;
+    Algorithm a;
+    Protocol p;
+  };
+  for (const Case& c : {Case{2, mib, Algorithm::NvlsTree, Protocol::Simple},
+                        Case{2, 16 * mib, Algorithm::NvlsTree, Protocol::Simple},
+                        Case{2, 4096 * mib, Algorithm::NvlsTree, Protocol::Simple},
+                        Case{4, mib, Algorithm::Tree, Protocol::LL128},
+                        Case{4, 16 * mib, Algorithm::NvlsTree, Protocol::Simple},
+                        Case{4, 4096 * mib, Algorithm::Ring, Protocol::Simple}}) {
+    in.nnodes = c.nodes;
+    in.nranks = 8 * c.nodes;
+    const AlgoChoice got = choose(t, in, c.bytes, kAnyAlgorithm, kAnyProtocol);
+    EXPECT_EQ(got.algorithm, c.a) << c.nodes << " nodes, " << c.bytes;
+    EXPECT_EQ(got.protocol, c.p) << c.nodes << " nodes, " << c.bytes;
+  }
+}
+
+TEST(NcclParameters, AlgoAndProtoListsAsNcclReadsThem) {
+  std::string bad;
+  const auto m = parse_nccl_list("^NVLS,nvlstree", true, bad);
+  ASSERT_TRUE(m.has_value());
+  const auto ar = static_cast<size_t>(Collective::AllReduce);
+  EXPECT_EQ((*m)[ar], only(Algorithm::Tree) | only(Algorithm::Ring) | only(Algorithm::CollNet));
+  const auto per = parse_nccl_list("allreduce:tree,ring;allgather:Ring", true, bad);
+  ASSERT_TRUE(per.has_value());
+  EXPECT_EQ((*per)[ar], only(Algorithm::Tree) | only(Algorithm::Ring));
+  EXPECT_EQ((*per)[static_cast<size_t>(Collective::AllGather)], only(Algorithm::Ring));
+  EXPECT_EQ((*per)[static_cast<size_t>(Collective::Broadcast)], kAnyAlgorithm);
+  EXPECT_EQ((*parse_nccl_list("COLLNETCHAIN", true, bad))[ar], only(Algorithm::CollNet));
+  EXPECT_EQ((*parse_nccl_list("LL128,simple", false, bad))[ar],
+            only(Protocol::LL128) | only(Protocol::Simple));
+  EXPECT_FALSE(parse_nccl_list("Ring,Rings", true, bad).has_value());
+  EXPECT_EQ(bad, "Rings");
+  EXPECT_FALSE(parse_nccl_list("bogus:ring", true, bad).has_value());
+  EXPECT_EQ(bad, "bogus");
 }
 
 TEST(NcclTuning, ChoosesLowLatencyProtocolsForSmallMessagesAndSimpleForLargeOnes) {
@@ -590,14 +686,15 @@ TEST(NcclTuning, ChoosesLowLatencyProtocolsForSmallMessagesAndSimpleForLargeOnes
   in.bw_intra = 450.0 / 16;
   in.bw_inter = 25;
   const TuningTables& t = tuning_tables("newest");
-  const AlgoChoice small = choose(t, in, 4096, std::nullopt, std::nullopt);
+  const AlgoChoice small = choose(t, in, 4096, kAnyAlgorithm, kAnyProtocol);
   EXPECT_EQ(small.protocol, Protocol::LL);
   EXPECT_EQ(small.algorithm, Algorithm::Tree);
-  const AlgoChoice ring = choose(t, in, 8e9, Algorithm::Ring, std::nullopt);
+  const AlgoChoice ring = choose(t, in, 8e9, only(Algorithm::Ring), kAnyProtocol);
   EXPECT_NE(ring.protocol, Protocol::LL);
   // Forcing a combination NCCL does not offer falls back to Ring, as NCCL does.
   in.collective = Collective::AllGather;
-  EXPECT_EQ(choose(t, in, 1e6, Algorithm::Tree, Protocol::Simple).algorithm, Algorithm::Ring);
+  EXPECT_EQ(choose(t, in, 1e6, only(Algorithm::Tree), only(Protocol::Simple)).algorithm,
+            Algorithm::Ring);
 }
 
 // ---- parameters ----
@@ -609,8 +706,9 @@ TEST(NcclParameters, StructDefaultsAreTheTableDefaults) {
   const ParamReader r(root, nccl_table());
   const NcclConfig a = read_nccl(r, NcclConfig{}, false);
   const NcclConfig b{};
-  EXPECT_EQ(a.algo, b.algo);
-  EXPECT_EQ(a.proto, b.proto);
+  EXPECT_EQ(a.algos, b.algos);
+  EXPECT_EQ(a.protos, b.protos);
+  EXPECT_EQ(a.nvls_enable, b.nvls_enable);
   EXPECT_EQ(a.min_channels, b.min_channels);
   EXPECT_EQ(a.max_channels, b.max_channels);
   EXPECT_EQ(a.min_ctas, b.min_ctas);

@@ -113,24 +113,52 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.nnodes = comm_.nnodes();
   in.ppn = comm_.ppn();
   in.channels = channels;
-  // NCCL's graph has one ring per NIC of a server; the kernel runs twice as many channels.
-  in.graph_channels = std::max(1, std::min(channels, comm_.nics_per_node()));
-  in.arch = f_.servers()[f_.node(comm_.ranks().front()).server].arch;
   const fabric::NodeId g = comm_.ranks().front();
+  const fabric::Server& server = f_.servers()[f_.node(g).server];
+  in.arch = server.arch;
   const fabric::NodeId nic = f_.nic_of_gpu(g);
   const double nvlink = link_gbytes(f_, g, fabric::NodeKind::Switch, fabric::SwitchRole::NvSwitch);
-  double nic_bw = 0;
+  // A GPU's way out of its server: its PCIe link to the NIC and the NIC's cable, whichever is
+  // narrower (NCCL's GPU -> NIC path bandwidth).
+  double nic_path = link_gbytes(f_, g, fabric::NodeKind::Nic, fabric::SwitchRole::None);
   for (fabric::LinkId l : f_.out_links(nic)) {
-    if (f_.node(f_.link(l).dst).kind == fabric::NodeKind::Switch) {
-      nic_bw = f_.link(l).capacity.bytes_per_second() * 1e-9;
+    const fabric::Node& d = f_.node(f_.link(l).dst);
+    if (d.kind == fabric::NodeKind::Switch && d.tier > 0) {
+      nic_path = std::min(nic_path, f_.link(l).capacity.bytes_per_second() * 1e-9);
     }
   }
-  // Per channel: the GPU's NVLink, and the node's NICs, shared by the channels.
-  in.bw_intra = (nvlink > 0 ? nvlink : nic_bw) / channels;
-  in.bw_inter = nic_bw * comm_.nics_per_node() / channels;
+  // NCCL's ring and tree graphs across nodes: one channel per NIC at the NIC path's bandwidth
+  // (its search, HARDWARE.md 5.4); on one node, channels over NVLink. NCCL runs twice as many.
+  if (in.nnodes > 1) {
+    in.graph_channels = comm_.nics_per_node();
+    in.bw_intra = in.bw_inter = nic_path;
+  } else {
+    in.graph_channels = std::max(1, channels / 2);
+    in.bw_intra = in.bw_inter = (nvlink > 0 ? nvlink : nic_path) / in.graph_channels;
+  }
+  // NVLS: NVSwitch multicast from Hopper on, more than 2 GPUs. Its graph has one head per GPU
+  // (8 at most), and the search gives each head the NVLink share that leaves room for the
+  // head's double traffic: (heads + 1) x bw within a GPU's NVLink.
+  const double nvls_efficiency = protocol_caps(in.arch).nvls_efficiency;
+  in.nvls = config_.nvls_enable != 0 && server.nvswitch != fabric::kNone && nvls_efficiency > 0 &&
+            in.ppn > 2 && nvlink > 0;
+  in.nvls_heads = std::min(in.ppn, 8);
+  in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
   in.collnet = config_.collnet;
   in.net_overhead_us = config_.net_overhead.in_us();
   return in;
+}
+
+int OpRunner::nvls_channels() const {
+  // NCCL's nvlsChannels (src/transport/nvls.cc): 16 on Hopper; Blackwell 24 inside one NVLink
+  // domain, 32 across.
+  const fabric::GpuArch arch = f_.servers()[f_.node(comm_.ranks().front()).server].arch;
+  int c = arch == fabric::GpuArch::Blackwell ? (comm_.nnodes() > 1 ? 32 : 24) : 16;
+  // NCCL bounds them by the CTA limits like its other channels.
+  for (int bound : {config_.max_channels, config_.max_ctas}) {
+    if (bound > 0) c = std::min(c, bound);
+  }
+  return std::max(c, std::max(config_.min_channels, config_.min_ctas));
 }
 
 engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message,
@@ -182,11 +210,14 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     result_.channels = 0;
   } else {
     const int probe = channels_for(bytes, Protocol::Simple);
-    const AlgoChoice choice = choose(tables_, tuning_input(c, std::max(1, probe)),
-                                     static_cast<double>(bytes), config_.algo, config_.proto);
+    const AlgoChoice choice =
+        choose(tables_, tuning_input(c, std::max(1, probe)), static_cast<double>(bytes),
+               config_.algos[static_cast<size_t>(c)], config_.protos[static_cast<size_t>(c)]);
     result_.algorithm = choice.algorithm;
     result_.protocol = choice.protocol;
-    result_.channels = channels_for(bytes, choice.protocol);
+    const bool nvls =
+        choice.algorithm == Algorithm::Nvls || choice.algorithm == Algorithm::NvlsTree;
+    result_.channels = nvls ? nvls_channels() : channels_for(bytes, choice.protocol);
     result_.model_us = model_time_us(tables_, tuning_input(c, result_.channels), choice.algorithm,
                                      choice.protocol, static_cast<double>(bytes));
   }
@@ -248,6 +279,33 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.hops = static_cast<int>(edges.size());
       chan.slice = std::min(slice_data, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
+    } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
+      // NVLS: the channel's head GPU reduces its share through the NVSwitch (multimem loads:
+      // every GPU's NVLink sends the share once) and stores the result back (multimem store:
+      // the head sends it once, every GPU receives it): over the channels, whose heads rotate,
+      // each GPU's NVLink carries (1 + 1/ppn) x its data each way, at NVLS's efficiency. The
+      // node ring's legs put exactly that on every GPU link. NVLSTree sends each head's
+      // reduced share up a tree of the nodes' heads over their NICs and back down.
+      for (int k = 0; k < comm_.nnodes(); ++k) {
+        for (const Edge& e : comm_.node_ring(k))
+          edges.push_back(e);
+      }
+      const double nvlink_share =
+          (1.0 + 1.0 / comm_.ppn()) / protocol_caps(tuning_input(c, nch).arch).nvls_efficiency;
+      chan.shares.assign(edges.size(), nvlink_share);
+      int depth = 0;
+      if (a == Algorithm::NvlsTree) {
+        const Communicator::Tree t = comm_.leader_tree(ch);
+        edges.insert(edges.end(), t.up.begin(), t.up.end());
+        edges.insert(edges.end(), t.down.begin(), t.down.end());
+        chan.shares.resize(edges.size(), 1.0);
+        depth = t.depth;
+      }
+      chan.ring = false;
+      chan.hops = 2 + 2 * depth;
+      chan.depth = depth;
+      chan.slice = std::min(nvls_chunk(static_cast<double>(bytes), a), data);
+      chan.wire_bytes = data;
     } else {
       // Tree: up the chains and the tree, and down again; CollNet: the chains inside nodes (the
       // leaders' legs through the switches are added below). One slice per chunk.
@@ -279,6 +337,9 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       } else if (a == Algorithm::Tree) {
         const Communicator::Tree t = comm_.tree(ch);
         chan.hops_latency_us = 2 * (t.intra * nvlink_max + t.depth * net_max);
+      } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
+        // NCCL's count: one NVLS step inside the node, the tree up and down between nodes.
+        chan.hops_latency_us = nvlink_max + 2 * chan.depth * net_max;
       } else {
         const Communicator::Tree t = comm_.collnet_chains(ch);
         chan.hops_latency_us = 2 * t.intra * nvlink_max;
@@ -339,7 +400,7 @@ double OpRunner::protocol_cap() const {
   double bus = network::kNoRateCap;
   switch (result_.protocol) {
     case Protocol::LL:
-      bus = caps.ll_max_bw[col] / result_.channels;
+      bus = ll_max_bw(in.arch, in.nnodes, in.amd_host) / result_.channels;
       break;
     case Protocol::LL128:
       bus = (tree ? caps.tree_ll128[col] : caps.ring_ll128[col]) * per_graph;
@@ -350,6 +411,27 @@ double OpRunner::protocol_cap() const {
   }
   if (bus == network::kNoRateCap) return bus;
   return bus * 1e9 / (tree ? 2.0 : 1.0);
+}
+
+double OpRunner::nvls_chunk(double bytes, Algorithm a) const {
+  // NCCL's NVLS chunking (enqueue.cc calcCollChunking): NCCL_NVLS_CHUNKSIZE (128 KiB), for
+  // NVLSTree at most 64 KiB from 4 nodes on; then smaller while the operation has too few
+  // chunks for its concurrent operations (channels x heads).
+  const double ops = static_cast<double>(result_.channels) * std::min(comm_.ppn(), 8);
+  double chunk = 128 << 10;
+  if (a == Algorithm::NvlsTree) {
+    if (comm_.nnodes() >= 4) chunk = 64 << 10;
+    for (const auto& [per_op, floor_bytes] :
+         {std::pair{16.0, 131072.0}, {4.0, 65536.0}, {1.0, 32768.0}}) {
+      if (bytes < per_op * ops * chunk && chunk > floor_bytes) chunk = floor_bytes;
+    }
+  } else {
+    for (const auto& [per_op, floor_bytes] :
+         {std::pair{64.0, 65536.0}, {8.0, 32768.0}, {2.0, 16384.0}}) {
+      if (bytes < per_op * ops * chunk && chunk > floor_bytes) chunk = floor_bytes;
+    }
+  }
+  return chunk;
 }
 
 double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
@@ -460,7 +542,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       std::vector<engine::PipelineLeg> legs;
       double cap = network::kNoRateCap;
       for (size_t i = 0; i < chan.legs.size(); ++i) {
-        legs.push_back({chan.legs[i], 1.0});
+        legs.push_back({chan.legs[i], chan.shares.empty() ? 1.0 : chan.shares[i]});
         // Credit window: one buffer per round trip of the leg, plus the receiver's time to
         // post the credit (clear-to-send).
         cap = std::min(cap, buffer / ((2 * chan.latency_us[i] + credit_us) * 1e-6));

@@ -85,12 +85,16 @@ class OpRunner {
   const NcclConfig& config() const { return config_; }
   /// Channels an operation of `bytes` would use with a protocol.
   int channels_for(int64_t bytes, Protocol p) const;
+  /// Channels of an NVLS or NVLSTree operation (NCCL's nvlsChannels; no per-size reduction).
+  int nvls_channels() const;
 
  private:
   struct Channel {
     std::vector<engine::ConnectionId> legs;
     std::vector<double> latency_us;  // per leg: path latency + NCCL's hop latency
     std::vector<double> step_us;     // per leg: NCCL's hop latency alone (a step's fixed cost)
+    std::vector<double> shares;      // per leg: bytes per byte of the channel (empty: all 1)
+    int depth = 0;                   // NVLSTree: network hops from the deepest node to the root
     double positions = 0;            // ring: steps of one pass (2(n-1) or n-1)
     bool ring = true;                // ring formula; otherwise chain/tree
     double hops_latency_us = 0;      // chain/tree: summed latency along the critical path
@@ -110,6 +114,8 @@ class OpRunner {
   TuningInput tuning_input(Collective c, int channels) const;
   void launch_data(engine::Simulation& sim, engine::WorkloadId id);
   void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
+  /// Data per chunk of an NVLS or NVLSTree operation.
+  double nvls_chunk(double bytes, Algorithm a) const;
   /// Data per chunk (= slice) of a Tree or CollNet operation with Simple.
   double tree_chunk(double bytes, double step, bool tree) const;
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,

@@ -165,6 +165,24 @@ Communicator::Tree Communicator::collnet_chains(int channel) const {
 
 Communicator::Tree Communicator::tree(int channel) const {
   Tree t = collnet_chains(channel);
+  const Tree net = leader_tree(channel);
+  t.up.insert(t.up.end(), net.up.begin(), net.up.end());
+  t.down.insert(t.down.end(), net.down.begin(), net.down.end());
+  t.depth = net.depth;
+  return t;
+}
+
+std::vector<Edge> Communicator::node_ring(int node) const {
+  const std::vector<fabric::NodeId>& g = nodes_[static_cast<size_t>(node)];
+  std::vector<Edge> out;
+  if (g.size() < 2) return out;
+  for (size_t i = 0; i < g.size(); ++i)
+    out.push_back(edge(g[i], g[(i + 1) % g.size()], false));
+  return out;
+}
+
+Communicator::Tree Communicator::leader_tree(int channel) const {
+  Tree t;
   const int n = nnodes();
   const std::vector<fabric::NodeId> lead = leaders(channel);
   const int which = tree_of_channel(channel);

@@ -79,6 +79,12 @@ class Communicator {
     int intra = 0;           // NVLink hops of a node's chain
   };
   Tree tree(int channel) const;
+  /// The network part of a channel's tree: the node leaders (rail GPUs) of one tree of the
+  /// double binary tree, children to parents (up) and back (down); `intra` is 0.
+  Tree leader_tree(int channel) const;
+  /// Every GPU of node k to the next and the last to the first, through the NVLink domain:
+  /// each GPU's NVLink once each way (NVLS's loads and stores, spread over its heads).
+  std::vector<Edge> node_ring(int node) const;
   /// Which tree of the double binary tree a channel uses (0 or 1).
   int tree_of_channel(int channel) const;
 

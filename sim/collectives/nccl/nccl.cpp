@@ -1,6 +1,9 @@
 #include "sim/collectives/nccl/nccl.hpp"
 
 #include <array>
+#include <cctype>
+#include <string>
+#include <vector>
 
 namespace rocesim::collectives::nccl {
 namespace {
@@ -14,15 +17,23 @@ constexpr std::array<std::string_view, 10> kCollectiveNames{
 // on AMD).
 constexpr Param kNcclParams[] = {
     {.key = "NCCL_ALGO",
-     .type = ParamType::Choice,
+     .type = ParamType::String,
      .fallback = "auto",
-     .help = "algorithm; auto lets the tuner choose as NCCL would",
-     .choices = "auto|Ring|Tree|CollNet"},
+     .help = "algorithms the tuner may choose, as NCCL reads them: a list (Ring,Tree), '^' "
+             "to exclude (^NVLS,NVLSTree), per collective (allreduce:tree;allgather:ring); "
+             "names Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT; auto "
+             "allows all"},
     {.key = "NCCL_PROTO",
-     .type = ParamType::Choice,
+     .type = ParamType::String,
      .fallback = "auto",
-     .help = "protocol; auto lets the tuner choose",
-     .choices = "auto|LL|LL128|Simple"},
+     .help = "protocols the tuner may choose (LL, LL128, Simple), in NCCL_ALGO's syntax; auto "
+             "allows all"},
+    {.key = "NCCL_NVLS_ENABLE",
+     .type = ParamType::Integer,
+     .fallback = "2",
+     .help = "0 disables NVLS and NVLSTree; otherwise they are offered where the servers' "
+             "NVSwitch supports multicast (Hopper or later, more than 2 GPUs)",
+     .check = Check::NonNegative},
     {.key = "NCCL_MIN_NCHANNELS",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -159,6 +170,10 @@ std::string_view algorithm_name(Algorithm a) {
       return "Ring";
     case Algorithm::CollNet:
       return "CollNet";
+    case Algorithm::Nvls:
+      return "NVLS";
+    case Algorithm::NvlsTree:
+      return "NVLSTree";
   }
   return "?";
 }
@@ -180,6 +195,95 @@ std::optional<Collective> parse_collective(std::string_view s) {
     if (kCollectiveNames[i] == s) return static_cast<Collective>(i);
   }
   return std::nullopt;
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+/// Bits of one name: an algorithm or protocol; 0 for PAT (known, not modelled); nullopt if
+/// unknown.
+std::optional<uint8_t> list_bits(std::string_view name, bool algorithms) {
+  const std::string n = lower(trim(name));
+  if (algorithms) {
+    if (n == "tree") return uint8_t{1} << static_cast<int>(Algorithm::Tree);
+    if (n == "ring") return uint8_t{1} << static_cast<int>(Algorithm::Ring);
+    if (n == "collnet" || n == "collnetdirect" || n == "collnetchain")
+      return uint8_t{1} << static_cast<int>(Algorithm::CollNet);
+    if (n == "nvls") return uint8_t{1} << static_cast<int>(Algorithm::Nvls);
+    if (n == "nvlstree") return uint8_t{1} << static_cast<int>(Algorithm::NvlsTree);
+    if (n == "pat") return uint8_t{0};
+    return std::nullopt;
+  }
+  if (n == "ll") return uint8_t{1} << static_cast<int>(Protocol::LL);
+  if (n == "ll128") return uint8_t{1} << static_cast<int>(Protocol::LL128);
+  if (n == "simple") return uint8_t{1} << static_cast<int>(Protocol::Simple);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, std::string& bad) {
+  const uint8_t all = algorithms ? (1u << kAlgorithms) - 1 : 0b111;
+  NcclMask mask{};
+  mask.fill(all);
+  text = trim(text);
+  if (text.empty() || lower(text) == "auto") return mask;
+  // One "[func:][^]name,name" entry, applied to the collectives it names (all without func).
+  auto apply = [&](std::string_view entry) -> bool {
+    entry = trim(entry);
+    std::vector<Collective> targets;
+    const size_t colon = entry.find(':');
+    if (colon != std::string_view::npos) {
+      const std::string func = lower(trim(entry.substr(0, colon)));
+      const std::optional<Collective> c = parse_collective(func);
+      if (!c) {
+        bad = func;
+        return false;
+      }
+      targets.push_back(*c);
+      entry = trim(entry.substr(colon + 1));
+    } else {
+      for (int c = 0; c < kCollectives; ++c)
+        targets.push_back(static_cast<Collective>(c));
+    }
+    const bool exclude = !entry.empty() && entry.front() == '^';
+    if (exclude) entry.remove_prefix(1);
+    uint8_t bits = 0;
+    while (!entry.empty()) {
+      const size_t comma = entry.find(',');
+      const std::string_view name = entry.substr(0, comma);
+      const std::optional<uint8_t> b = list_bits(name, algorithms);
+      if (!b) {
+        bad = std::string(trim(name));
+        return false;
+      }
+      bits = static_cast<uint8_t>(bits | *b);
+      entry = comma == std::string_view::npos ? std::string_view{} : entry.substr(comma + 1);
+    }
+    for (Collective c : targets)
+      mask[static_cast<size_t>(c)] = exclude ? static_cast<uint8_t>(all & ~bits) : bits;
+    return true;
+  };
+  while (!text.empty()) {
+    const size_t semi = text.find(';');
+    if (!apply(text.substr(0, semi))) return std::nullopt;
+    text = semi == std::string_view::npos ? std::string_view{} : text.substr(semi + 1);
+  }
+  return mask;
 }
 
 ProtocolTraits protocol_traits(Protocol p) {
@@ -216,20 +320,22 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   // Every key when reading a scenario's section (the table's defaults are the defaults), only
   // the written ones when a workload overrides the scenario's settings.
   auto take = [&](std::string_view key) { return !only_written || r.has(key); };
-  if (take("NCCL_ALGO")) {
-    const std::string a = r.choice("NCCL_ALGO");
-    c.algo = a == "auto"   ? std::nullopt
-             : a == "Ring" ? std::optional(Algorithm::Ring)
-             : a == "Tree" ? std::optional(Algorithm::Tree)
-                           : std::optional(Algorithm::CollNet);
+  for (const bool algorithms : {true, false}) {
+    const char* key = algorithms ? "NCCL_ALGO" : "NCCL_PROTO";
+    if (!take(key)) continue;
+    std::string bad;
+    const std::optional<NcclMask> m = parse_nccl_list(r.string(key), algorithms, bad);
+    if (!m) {
+      r.fail(key,
+             algorithms ? "a list of Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, "
+                          "NVLSTree, PAT (optionally '^' first, or func:list entries)"
+                        : "a list of LL, LL128, Simple (optionally '^' first, or func:list "
+                          "entries)",
+             "'" + bad + "' in '" + r.string(key) + "'");
+    }
+    (algorithms ? c.algos : c.protos) = *m;
   }
-  if (take("NCCL_PROTO")) {
-    const std::string p = r.choice("NCCL_PROTO");
-    c.proto = p == "auto"    ? std::nullopt
-              : p == "LL"    ? std::optional(Protocol::LL)
-              : p == "LL128" ? std::optional(Protocol::LL128)
-                             : std::optional(Protocol::Simple);
-  }
+  if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = static_cast<int>(r.integer("NCCL_NVLS_ENABLE"));
   if (take("NCCL_MIN_NCHANNELS"))
     c.min_channels = static_cast<int>(r.integer("NCCL_MIN_NCHANNELS"));
   if (take("NCCL_MAX_NCHANNELS"))

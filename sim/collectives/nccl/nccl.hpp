@@ -9,6 +9,7 @@
 // `tuning_tables` (the pinned NCCL release whose tuning constants are used; see tuning.hpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -30,13 +31,27 @@ enum class Collective : uint8_t {
   Scatter,
   SendRecv,
 };
-enum class Algorithm : uint8_t { Tree, Ring, CollNet };  // the order of NCCL's tables
-enum class Protocol : uint8_t { LL, LL128, Simple };     // idem
+// The order of NCCL's tables. NVLS reduces inside the NVSwitch (multimem, one node); NVLSTree
+// does that inside each node and runs a tree between nodes.
+enum class Algorithm : uint8_t { Tree, Ring, CollNet, Nvls, NvlsTree };
+inline constexpr int kAlgorithms = 5;
+inline constexpr int kCollectives = 10;
+enum class Protocol : uint8_t { LL, LL128, Simple };  // idem
 
 std::string_view collective_name(Collective c);
 std::string_view algorithm_name(Algorithm a);
 std::string_view protocol_name(Protocol p);
 std::optional<Collective> parse_collective(std::string_view s);
+
+/// The algorithms (bit 1 << Algorithm) or protocols (bit 1 << Protocol) NCCL may use, per
+/// collective, as NCCL_ALGO and NCCL_PROTO give them.
+using NcclMask = std::array<uint8_t, kCollectives>;
+/// Parses NCCL_ALGO or NCCL_PROTO as NCCL does (src/enqueue.cc, parseList): a comma-separated
+/// list of names, any case; a leading '^' excludes the names instead; "func:list" entries
+/// separated by ';' apply per collective ("allreduce:tree,ring;allgather:ring"). Algorithm
+/// names: Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT (PAT is not
+/// modelled and never chosen). Returns the unknown name on failure via `bad`.
+std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, std::string& bad);
 
 /// True for collectives NCCL implements as point-to-point sends (no ring or tree).
 inline bool is_p2p(Collective c) {
@@ -55,11 +70,28 @@ ProtocolTraits protocol_traits(Protocol p);
 inline constexpr int kNcclSteps = 8;     // NCCL_STEPS: buffer slots per connection
 inline constexpr int kMaxChannels = 32;  // MAXCHANNELS
 
+constexpr NcclMask all_algorithms() {
+  NcclMask m{};
+  for (uint8_t& x : m)
+    x = (1u << kAlgorithms) - 1;
+  return m;
+}
+constexpr NcclMask all_protocols() {
+  NcclMask m{};
+  for (uint8_t& x : m)
+    x = 0b111;
+  return m;
+}
+inline bool allows(const NcclMask& m, Collective c, uint8_t index) {
+  return (m[static_cast<size_t>(c)] >> index & 1u) != 0;
+}
+
 /// Member defaults mirror the table's (a test holds them equal); scenarios read every value
 /// through the table.
 struct NcclConfig {
-  std::optional<Algorithm> algo;       // NCCL_ALGO (empty: the tuner chooses)
-  std::optional<Protocol> proto;       // NCCL_PROTO
+  NcclMask algos = all_algorithms();   // NCCL_ALGO: what the tuner may choose, per collective
+  NcclMask protos = all_protocols();   // NCCL_PROTO
+  int nvls_enable = 2;                 // NCCL_NVLS_ENABLE (2: where the NVSwitch supports it)
   int min_channels = 0;                // NCCL_MIN_NCHANNELS (0: automatic)
   int max_channels = 0;                // NCCL_MAX_NCHANNELS (0: automatic)
   int min_ctas = 0;                    // NCCL_MIN_CTAS (a lower bound like NCCL_MIN_NCHANNELS)

@@ -13,31 +13,41 @@ constexpr int kNvlink = 0, kPci = 1, kNet = 2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // [algorithm Tree, Ring, CollNet][protocol LL, LL128, Simple]; CollNet runs Simple only.
-constexpr TuningTables kNewest{"newest",
-                               {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}},
-                               {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
-                                {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
-                                {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
-                               true};
+// [algorithm Tree, Ring, CollNet, NVLS, NVLSTree][protocol LL, LL128, Simple]; CollNet, NVLS
+// and NVLSTree run Simple only (NCCL 2.27, tuning.cc).
+constexpr TuningTables kNewest{
+    "newest",
+    {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+    {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}},
+     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}},
+     {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}}},
+    true};
 
-constexpr TuningTables kV2203{"2.20.3",
-                              {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}},
-                              {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}},
-                               {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}},
-                               {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}}},
-                              false};
+constexpr TuningTables kV2203{
+    "2.20.3",
+    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+    {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}},
+     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}},
+     {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}}},
+    false};
 
-// NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes. llMaxBws: the first
-// column by GPU generation, the others those of an Intel host (NCCL's row 0 for Volta, Hopper
-// keeps its own row). Blackwell is twice Hopper in 2.27.
-constexpr ProtocolCaps kVoltaCaps{
-    {39.0, 39.0, 20.4}, {20, 20, 20}, {20, 20, 20}, {26.5, 18.5, 10.0}};
-constexpr ProtocolCaps kAmpereCaps{
-    {87.7, 39.0, 20.4}, {20, 20, 20}, {20, 20, 20}, {24.0, 23.6, 17.8}};
+// NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes; Blackwell is twice
+// Hopper in 2.27. NVLS efficiency from NCCL 2.30 (no NVLS before Hopper).
+constexpr ProtocolCaps kVoltaCaps{39.0, {20, 20, 20}, {20, 20, 20}, {26.5, 18.5, 10.0}, 0};
+constexpr ProtocolCaps kAmpereCaps{87.7, {20, 20, 20}, {20, 20, 20}, {24.0, 23.6, 17.8}, 0};
 constexpr ProtocolCaps kHopperCaps{
-    {141.0, 45.0, 35.0}, {36.7, 36.7, 36.7}, {36.7, 36.7, 29.0}, {38.7, 41.4, 36.0}};
+    141.0, {36.7, 36.7, 36.7}, {36.7, 36.7, 29.0}, {38.7, 41.4, 36.0}, 0.85};
 constexpr ProtocolCaps kBlackwellCaps{
-    {282.0, 90.0, 70.0}, {73.4, 73.4, 73.4}, {73.4, 73.4, 58.0}, {77.4, 82.8, 72.0}};
+    282.0, {73.4, 73.4, 73.4}, {73.4, 73.4, 58.0}, {77.4, 82.8, 72.0}, 0.74};
+
+// NCCL's treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B .. 256 MiB (enqueue.cc and
+// tuning.cc): its measured tree efficiency by size, applied by its model when choosing.
+constexpr double kTreeCorrection[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
 
 int ai(Algorithm a) {
   return static_cast<int>(a);
@@ -54,6 +64,13 @@ bool supported(const TuningInput& in, Algorithm a, Protocol p) {
       return in.collective == Collective::AllReduce && in.nranks > 1;
     case Algorithm::CollNet:
       return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
+             in.nnodes > 1;
+    case Algorithm::Nvls:
+      // Across nodes NVLS needs CollNet (IB SHARP), which rocesim does not combine with it.
+      return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
+             in.nnodes == 1;
+    case Algorithm::NvlsTree:
+      return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
              in.nnodes > 1;
   }
   return false;
@@ -74,6 +91,12 @@ void ring_steps(const TuningInput& in, int& steps, int& inter) {
 }
 
 }  // namespace
+
+double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host) {
+  if (nnodes <= 1) return protocol_caps(arch).ll_max_bw_one_node;
+  if (amd_host) return nnodes == 2 ? 22.5 : 19.0;
+  return nnodes == 2 ? 39.0 : 20.4;
+}
 
 const ProtocolCaps& protocol_caps(fabric::GpuArch arch) {
   switch (arch) {
@@ -109,28 +132,34 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
                      double bytes) {
   if (!supported(in, a, p)) return kInf;
   if (in.nranks <= 1) return 0;
-  // Bandwidth: per channel inside a node, or the narrower of NVLink and NIC across nodes.
-  const double per_channel = in.nnodes > 1 ? std::min(in.bw_intra, in.bw_inter) : in.bw_intra;
-  double bus = in.channels * per_channel;
+  // Per graph channel: the intra-node bandwidth on up to 2 nodes, the inter-node one beyond.
   const ProtocolCaps& caps = protocol_caps(in.arch);
   const int col = caps_column(in.nnodes);
   const double graph = in.graph_channels;
+  double bus = graph * (in.nnodes <= 2 ? in.bw_intra : in.bw_inter);
+  const double ll_max = ll_max_bw(in.arch, in.nnodes, in.amd_host);
+  if (a == Algorithm::Nvls) bus = in.nvls_heads * in.nvls_bw_intra;
+  if (a == Algorithm::NvlsTree) {
+    bus =
+        in.nvls_heads * std::min(in.nvls_bw_intra, in.nnodes <= 2 ? in.bw_inter : in.bw_inter / 2);
+  }
   if (a == Algorithm::Ring && p == Protocol::LL) {
     const double f = t.ring_ll_half ? 0.5
                      : (in.nnodes > 1 || in.collective == Collective::AllReduce ||
                         in.collective == Collective::Reduce)
                          ? 0.25
                          : 1.0 / 3.0;
-    bus = std::min(caps.ll_max_bw[col], bus * f);
+    bus = std::min(ll_max, bus * f);
   }
   if (a == Algorithm::Ring && p == Protocol::LL128) {
     bus = std::min(bus * 0.92, graph * caps.ring_ll128[col]);
   }
   if (a == Algorithm::Tree) {
     bus = std::min(bus * 0.92, graph * caps.tree[col]);
-    if (p == Protocol::LL) bus = std::min(bus / 3.8, caps.ll_max_bw[col]);
+    if (p == Protocol::LL) bus = std::min(bus / 3.8, ll_max);
     if (p == Protocol::LL128) {
-      bus = std::min(bus * (in.ppn == 1 ? 7.0 / 9.0 : 120.0 / 128.0), graph * caps.tree_ll128[col]);
+      bus = std::min(bus * (in.nnodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
+                     graph * caps.tree_ll128[col]);
     }
     bus *= 0.85;  // NCCL's correction for the tree pattern
   }
@@ -142,44 +171,70 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
         in.collective == Collective::ReduceScatter) {
       algbw = bus * in.nranks / steps;
     }
+  } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
+    algbw = bus * 5.0 / 6.0;
   } else {
     algbw = bus * 0.5;  // Tree and CollNet
   }
   // Latency.
   const double intra_lat = hop_latency_us(t, in, a, p, false);
   const double inter_lat = hop_latency_us(t, in, a, p, true);
+  const double log_nodes = std::floor(std::log2(std::max(1, in.nnodes)));
   double lat = t.base_lat[ai(a)][pi(p)];
   switch (a) {
     case Algorithm::Ring:
       lat += (steps - inter) * intra_lat + inter * inter_lat;
+      // NCCL's "plateau effect of ring": multi-node Ring/Simple AllReduce once each rank's
+      // share of a channel reaches 64 bytes.
+      if (p == Protocol::Simple && in.nnodes > 1 && in.collective == Collective::AllReduce &&
+          bytes / (in.channels * in.nranks) >= 64) {
+        lat *= in.arch == fabric::GpuArch::Volta ? 1.9 : 1.4;
+      }
       break;
     case Algorithm::Tree:
-      lat += 2 * ((in.ppn - 1) * intra_lat + std::log2(std::max(1, in.nnodes)) * inter_lat);
+      lat += 2 * ((in.ppn - 1) * intra_lat + log_nodes * inter_lat);
       break;
     case Algorithm::CollNet:
       lat += 2 * (std::min(1, in.ppn - 1) * intra_lat + 0.4 * (in.ppn - 1)) + inter_lat;
       break;
+    case Algorithm::Nvls:
+      lat = intra_lat;
+      break;
+    case Algorithm::NvlsTree:
+      lat += intra_lat + 2 * log_nodes * inter_lat;
+      break;
+  }
+  if (a == Algorithm::Tree && bytes >= 64) {
+    const int i = static_cast<int>(std::floor(std::log2(bytes / 64)));
+    if (i < 23) algbw *= kTreeCorrection[pi(p)][i];
   }
   ROCESIM_CHECK(algbw > 0, "the tuning model needs a positive bandwidth");
   return lat + bytes / (1000.0 * algbw);
 }
 
-AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes,
-                  std::optional<Algorithm> algo, std::optional<Protocol> proto) {
+AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes, uint8_t algos,
+                  uint8_t protos) {
   AlgoChoice best{Algorithm::Ring, Protocol::Simple, kInf};
-  for (Algorithm a : {Algorithm::Tree, Algorithm::Ring, Algorithm::CollNet}) {
-    if (algo && *algo != a) continue;
-    for (Protocol p : {Protocol::LL, Protocol::LL128, Protocol::Simple}) {
-      if (proto && *proto != p) continue;
-      const double us = model_time_us(t, in, a, p, bytes);
-      if (us < best.model_us) best = {a, p, us};
+  for (int a = 0; a < kAlgorithms; ++a) {
+    if ((algos >> a & 1u) == 0) continue;
+    for (int p = 0; p < 3; ++p) {
+      if ((protos >> p & 1u) == 0) continue;
+      const double us =
+          model_time_us(t, in, static_cast<Algorithm>(a), static_cast<Protocol>(p), bytes);
+      if (us < best.model_us) best = {static_cast<Algorithm>(a), static_cast<Protocol>(p), us};
     }
   }
   if (std::isinf(best.model_us)) {
-    // The forced combination is not one NCCL offers for this collective: NCCL falls back to
-    // what it can run; so does rocesim (Ring, and Simple where the protocol is not offered).
+    // Nothing allowed is offered for this collective: NCCL falls back to what it can run; so
+    // does rocesim (Ring, with the first allowed protocol, Simple if none).
     best.algorithm = Algorithm::Ring;
-    best.protocol = proto.value_or(Protocol::Simple);
+    best.protocol = Protocol::Simple;
+    for (int p = 0; p < 3; ++p) {
+      if ((protos >> p & 1u) != 0) {
+        best.protocol = static_cast<Protocol>(p);
+        break;
+      }
+    }
     best.model_us = model_time_us(t, in, best.algorithm, best.protocol, bytes);
   }
   return best;

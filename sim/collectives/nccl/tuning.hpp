@@ -24,9 +24,9 @@ namespace rocesim::collectives::nccl {
 
 struct TuningTables {
   std::string_view name;
-  double base_lat[3][3];   // [algorithm][protocol], us
-  double hw_lat[3][3][3];  // [hop: NVLink, PCI, NET][algorithm][protocol], us
-  bool ring_ll_half;       // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
+  double base_lat[kAlgorithms][3];   // [algorithm][protocol], us
+  double hw_lat[3][kAlgorithms][3];  // [hop: NVLink, PCI, NET][algorithm][protocol], us
+  bool ring_ll_half;                 // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
 };
 
 /// What one channel's kernel can move with each protocol on a GPU generation, in GB/s of bus
@@ -34,16 +34,23 @@ struct TuningTables {
 /// perChMaxRingLL128Bws, perChMaxTreeLL128Bws and perChMaxTreeBws (tuning.cc, HARDWARE.md 5.5).
 /// The LL cap is for the whole operation; the others are per channel of NCCL's graph.
 struct ProtocolCaps {
-  double ll_max_bw[3];
+  double ll_max_bw_one_node;  // llMaxBws' first column, by GPU generation
   double ring_ll128[3];
   double tree_ll128[3];
   double tree[3];
+  /// Fraction of the NVLink bandwidth that NVLS's multimem loads and stores achieve through
+  /// the NVSwitch (NCCL 2.30's nvlsEfficiency: Hopper 0.85, Blackwell 0.74); 0: no NVLS.
+  double nvls_efficiency;
 };
 const ProtocolCaps& protocol_caps(fabric::GpuArch arch);
 /// Index into ProtocolCaps' columns: 0 for one node, 1 for two, 2 for more.
 inline int caps_column(int nnodes) {
   return nnodes <= 1 ? 0 : nnodes == 2 ? 1 : 2;
 }
+/// NCCL's LL throughput cap of a whole operation in GB/s: by GPU generation on one node, by
+/// the host's CPU across nodes (llMaxBws rows 0 and 1: Intel 39.0 / 20.4, AMD 22.5 / 19.0 on 2
+/// and more nodes).
+double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host);
 
 /// The tables of a pinned release: "newest" or "2.20.3".
 const TuningTables& tuning_tables(std::string_view release);
@@ -55,10 +62,16 @@ struct TuningInput {
   int nnodes = 1;
   int ppn = 1;             // ranks per node
   int channels = 1;        // channels the kernel runs
-  int graph_channels = 1;  // channels of NCCL's graph (one ring per NIC), before NCCL doubles them
+  int graph_channels = 1;  // channels of NCCL's ring and tree graphs (one per NIC), undoubled
   fabric::GpuArch arch = fabric::GpuArch::Hopper;
-  double bw_intra = 0;   // GB/s per channel inside a node (NVLink)
-  double bw_inter = 0;   // GB/s per channel across nodes (NIC)
+  bool amd_host = false;
+  // NVLS (NVSwitch multicast): offered at all, its graph's heads (one channel per head) and
+  // per-channel bandwidth inside the node.
+  bool nvls = false;
+  int nvls_heads = 0;
+  double nvls_bw_intra = 0;
+  double bw_intra = 0;   // GB/s per graph channel inside a node (NVLink, or the NIC path)
+  double bw_inter = 0;   // GB/s per graph channel across nodes (the GPU's NIC path)
   bool collnet = false;  // in-network reduction available
   double net_overhead_us = 1;
 };
@@ -73,10 +86,18 @@ struct AlgoChoice {
   Protocol protocol;
   double model_us;  // NCCL's own estimate, for reports
 };
-/// The combination NCCL would run: the fastest by its model among those allowed (forced
-/// values restrict the search).
-AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes,
-                  std::optional<Algorithm> algo, std::optional<Protocol> proto);
+/// The combination NCCL would run: the fastest by its model among those NCCL_ALGO and
+/// NCCL_PROTO allow (bit 1 << Algorithm and 1 << Protocol of the masks).
+AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes, uint8_t algos,
+                  uint8_t protos);
+/// The mask allowing one algorithm or protocol, or all (for tests and forced settings).
+inline uint8_t only(Algorithm a) {
+  return static_cast<uint8_t>(1u << static_cast<int>(a));
+}
+inline uint8_t only(Protocol p) {
+  return static_cast<uint8_t>(1u << static_cast<int>(p));
+}
+inline constexpr uint8_t kAnyAlgorithm = (1u << kAlgorithms) - 1, kAnyProtocol = 0b111;
 
 /// NCCL's latency of one pipeline step on a hop (NVLink or network), in us; inside nodes of a
 /// multi-node communicator at least the host's network overhead, as NCCL counts it.
