@@ -7,24 +7,33 @@
 #include "calibrate/lib/fit.hpp"
 #include "calibrate/lib/nicprobe_report.hpp"
 #include "cli/commands.hpp"
+#include "sim/fabric/wire.hpp"
 #include "sim/metrics/table.hpp"
 #include "validation/lib/validate.hpp"
 
 namespace rocesim::cli {
 namespace {
 
-/// The NIC efficiency a rocesim-nicprobe loopback measured (achievable RDMA WRITE bandwidth over
-/// the port's rate), as a value of topology.node.nic_efficiency: fixed, or the fit's starting
-/// value when the fit names it (later values win).
+/// The NIC efficiency a rocesim-nicprobe loopback measured, as a value of
+/// topology.node.nic_efficiency: the achievable RDMA WRITE bandwidth over the payload rate the
+/// port's framing leaves (its rate x mtu / (mtu + framing), sim/fabric/wire.hpp), since the
+/// scenario applies that framing itself. Fixed, or the fit's starting value when the fit names
+/// it (later values win).
 scenario::ParamOverride nic_efficiency_from_probe(const std::string& path) {
   const calibrate::NicProbeReport probe = calibrate::read_nicprobe_report(path);
   for (const calibrate::NicProbeLoopback& l : probe.loopback) {
     if (!l.fit || !l.fit->efficiency) continue;
-    const double e = std::min(1.0, *l.fit->efficiency);
+    fabric::WireFormat wire;
+    wire.layer =
+        l.link_layer == "InfiniBand" ? fabric::LinkLayer::InfiniBand : fabric::LinkLayer::RoCEv2;
+    if (l.mtu > 0) wire.mtu = l.mtu;
+    const double e = std::min(1.0, *l.fit->efficiency / wire.efficiency());
     std::cout << fmt::format(
-        "NIC probe {}: {} port {}: {:.1f} Gb/s achievable, {:.2f} us per message; "
+        "NIC probe {}: {} port {}: {:.1f} Gb/s achievable, {:.2f} us per message; {:.4g} of the "
+        "line rate, of which {} framing at a {}-byte MTU leaves {:.4g}: "
         "topology.node.nic_efficiency = {:.4g}\n",
-        path, l.device, l.port, l.fit->bandwidth_gbps, l.fit->overhead_us, e);
+        path, l.device, l.port, l.fit->bandwidth_gbps, l.fit->overhead_us, *l.fit->efficiency,
+        fabric::link_layer_name(wire.layer), wire.mtu, wire.efficiency(), e);
     return scenario::ParamOverride{
         "topology.node.nic_efficiency",
         ConfigNode::scalar(fmt::format("{:.6g}", e), l.where, "topology.node.nic_efficiency")};

@@ -51,10 +51,20 @@ int validate(const ValidateCommand& c) {
   overrides.parameters = parse_sets(c.set, c.calibration);
   // The scenario as simulated (calibrated parameters applied), for results.h5.
   const std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
+  // A bad file is left out and reported at the end: the others are still worth their results.
   const validation::ValidationReport report =
-      validation::validate(validation::read_measured(files), c.scenario, overrides);
+      validation::validate_files(files, c.scenario, overrides);
   for (const std::string& w : report.warnings)
     std::cerr << w << "\n";
+  const auto input_errors = [&] {
+    for (const std::string& e : report.errors)
+      std::cerr << e << "\n";
+    std::cerr << fmt::format("error: {} of {} measured file{} left out{}\n", report.errors.size(),
+                             files.size(), files.size() == 1 ? "" : "s",
+                             report.tables.empty() ? "; nothing written" : "");
+    return kExitInput;
+  };
+  if (report.tables.empty()) return input_errors();
   std::cout << validation::format_report(report);
 
   std::error_code ec;
@@ -90,12 +100,12 @@ int validate(const ValidateCommand& c) {
           "error: the plot script failed (exit status {}); the tables are written. Is Debian's "
           "python3-matplotlib installed (scripts/install-deps)?\n",
           rc);
-      return 1;
+      return report.errors.empty() ? 1 : input_errors();
     }
     std::cout << ", " << png;
   }
   std::cout << "\n";
-  return 0;
+  return report.errors.empty() ? 0 : input_errors();
 }
 
 }  // namespace rocesim::cli

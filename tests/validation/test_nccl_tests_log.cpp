@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "sim/scenario/yaml_source.hpp"
@@ -574,26 +575,56 @@ TEST(NcclTestsLog, GarbageBetweenRowsIsIgnored) {
   EXPECT_EQ(log.tables[0].rows[2].where.line, line_of(text, "71.93"));
 }
 
-TEST(NcclTestsLog, LogWithoutRowsGivesNoTablesAndAWarning) {
-  const NcclTestsLog log = read_nccl_tests_log(
-      "node1:1:1 [0] NCCL INFO Bootstrap : Using eth0\nsrun: error: node1: task 0: Exited\n",
-      "failed.log");
-  EXPECT_TRUE(log.tables.empty());
-  ASSERT_EQ(log.warnings.size(), 1u);
-  EXPECT_TRUE(contains(log.warnings[0], "failed.log: warning: no nccl-tests result rows"));
+TEST(NcclTestsLog, LogWithoutRowsIsALocatedError) {
+  // Nothing to compare against: an error, not an empty measurement that validate would write out.
+  const auto no_rows = [](const std::string& text, const std::string& name, int line,
+                          const std::string& found) {
+    SCOPED_TRACE(name);
+    const InputError e = test::input_error([&] { read_nccl_tests_log(text, name); });
+    EXPECT_EQ(*e.where().file, name);
+    EXPECT_EQ(e.where().line, line);
+    EXPECT_TRUE(contains(e.what(), fmt::format("{}:{}:1: error: expected the printed rows of an "
+                                               "nccl-tests table",
+                                               name, line)))
+        << e.what();
+    EXPECT_TRUE(contains(e.what(), "found " + found)) << e.what();
+  };
+  no_rows("", "empty.log", 1, "no text");
+  no_rows("\n  \n", "blank.log", 1, "no text");
+  no_rows("node1:1:1 [0] NCCL INFO Bootstrap : Using eth0\nsrun: error: node1: task 0: Exited\n",
+          "failed.log", 1, "2 lines of text, none of them a result row");
+  // A header without rows (the run died during initialisation): located at the header.
+  no_rows(std::string("srun: launching all_reduce_perf\n# nThread 1 nGpus 1 minBytes 8 maxBytes 8 "
+                      "step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 "
+                      "graph: 0\n") +
+              kNewColumnHeader,
+          "header.log", 2, "a table header and no result rows after it");
+  // The only row is cut off by the end of the log.
+  no_rows(
+      std::string(kNewColumnHeader) + "  2147483648     536870912     float     sum      -1   87",
+      "cut.log", 4, "only a row cut off by the end of the log");
 
-  const NcclTestsLog empty = read_nccl_tests_log("", "empty.log");
-  EXPECT_TRUE(empty.tables.empty());
-  EXPECT_EQ(empty.warnings.size(), 1u);
+  // Random bytes (a binary file passed by mistake), read from a file.
+  static const char kBytes[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\xff\xfe\x01 7f\n\x13\xa7 ~@\n";
+  const std::string dir = test::temp_dir("nccl-log-no-rows");
+  const std::string random = dir + "/random.bin";
+  std::ofstream(random, std::ios::binary) << std::string(kBytes, sizeof kBytes - 1);
+  const InputError e = test::input_error([&] { read_nccl_tests_file(random); });
+  EXPECT_TRUE(contains(e.what(), random + ":1:1: error: expected the printed rows")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "none of them a result row")) << e.what();
 
-  // A header without rows: the run died during initialisation.
-  const NcclTestsLog header_only = read_nccl_tests_log(
-      std::string("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 "
-                  "iters: 20 agg iters: 1 validation: 1 graph: 0\n") +
-          kNewColumnHeader,
-      "header.log");
-  EXPECT_TRUE(header_only.tables.empty());
-  EXPECT_EQ(header_only.warnings.size(), 2u);
+  // A measured dataset without its tables.
+  const std::string no_tables = dir + "/no_tables.yaml";
+  std::ofstream(no_tables) << "gpu: H100\nnodes: 2\n";
+  const InputError d = test::input_error([&] { read_measured_dataset(no_tables); });
+  EXPECT_TRUE(contains(d.what(), no_tables + ":1:1: error: 'tables': expected a list of measured "
+                                             "tables, found no 'tables' key"))
+      << d.what();
+  const std::string empty_tables = dir + "/empty_tables.yaml";
+  std::ofstream(empty_tables) << "gpu: H100\ntables: []\n";
+  const InputError d2 = test::input_error([&] { read_measured_dataset(empty_tables); });
+  EXPECT_EQ(d2.where().line, 2);
+  EXPECT_TRUE(contains(d2.what(), "found a list of 0 items")) << d2.what();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -694,7 +725,8 @@ TEST(NcclTestsLog, MalformedRowsAreLocatedErrors) {
         "          16             4     float     sum      -1      abc    0.00    0.00      0    "
         "24.93    0.00    0.00      0";
     const InputError e = error_at(two_rows_and(bad), 5, static_cast<int>(bad.find("abc")) + 1);
-    EXPECT_TRUE(contains(e.what(), "expected a number (out-of-place time in us), found 'abc'"))
+    EXPECT_TRUE(
+        contains(e.what(), "expected a positive number (out-of-place time in us), found 'abc'"))
         << e.what();
   }
   {
@@ -702,7 +734,8 @@ TEST(NcclTestsLog, MalformedRowsAreLocatedErrors) {
         "          16             4     float     sum      -1    24.96    0.00    0.00      0    "
         "24.93    0.00    0.x0      0";
     const InputError e = error_at(two_rows_and(bad), 5, static_cast<int>(bad.find("0.x0")) + 1);
-    EXPECT_TRUE(contains(e.what(), "a number (in-place busbw in GB/s), found '0.x0'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "a non-negative number (in-place busbw in GB/s), found '0.x0'"))
+        << e.what();
   }
   {
     const std::string bad =
@@ -755,7 +788,8 @@ TEST(NcclTestsLog, MalformedRowsAreLocatedErrors) {
         "          16             4     float     sum      -1    24.96    zero\n";
     const InputError e = error_at(
         text, 5, static_cast<int>(text.rfind("zero") - text.rfind('\n', text.rfind("zero"))));
-    EXPECT_TRUE(contains(e.what(), "a number (out-of-place algbw in GB/s), found 'zero'"))
+    EXPECT_TRUE(
+        contains(e.what(), "a non-negative number (out-of-place algbw in GB/s), found 'zero'"))
         << e.what();
   }
   {
@@ -773,6 +807,48 @@ TEST(NcclTestsLog, MalformedRowsAreLocatedErrors) {
                          "'Z'"))
         << e.what();
   }
+}
+
+TEST(NcclTestsLog, ImpossibleValuesInRowsAreLocatedErrors) {
+  // Values nccl-tests never prints: they would give NaN or infinite errors, or split the table.
+  const struct {
+    std::string row, token, message;
+  } cases[] = {
+      {"          16             4     float     sum      -1     0.00    0.00    0.00      0    "
+       "24.93    0.00    0.00      0",
+       " 0.00", "expected a positive number (out-of-place time in us), found '0.00'"},
+      {"          16             4     float     sum      -1   -24.96    0.00    0.00      0    "
+       "24.93    0.00    0.00      0",
+       "-24.96", "expected a positive number (out-of-place time in us), found '-24.96'"},
+      {"          16             4     float     sum      -1    24.96    0.00    0.00      0    "
+       "  nan    0.00    0.00      0",
+       "nan", "expected a positive number (in-place time in us), found 'nan'"},
+      {"          16             4     float     sum      -1    24.96    0.00     inf      0    "
+       "24.93    0.00    0.00      0",
+       "inf", "expected a non-negative number (out-of-place busbw in GB/s), found 'inf'"},
+      {"           0             4     float     sum      -1    24.96    0.00    0.00      0    "
+       "24.93    0.00    0.00      0",
+       " 0 ",
+       "expected a positive size for a count of 4 elements (size = count x type size), "
+       "found '0'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.row);
+    const int column = static_cast<int>(c.row.find(c.token) + c.token.find_first_not_of(' ')) + 1;
+    const InputError e = error_at(two_rows_and(c.row), 5, column);
+    EXPECT_TRUE(contains(e.what(), c.message)) << e.what();
+  }
+
+  // A size of 0 with a count of 0 is real: the no-op nccl-tests runs when the count per rank
+  // rounds down to 0 (reduce_scatter_perf -b 8 on 16 ranks). It is kept, in the same table.
+  const NcclTestsLog noop =
+      read_nccl_tests_log(std::string(kNewColumnHeader) +
+                              row(0, 0, "float", "sum", -1, 6.60, 0.00, 0.00, 6.60, 0.00, 0.00) +
+                              row(0, 0, "float", "sum", -1, 6.61, 0.00, 0.00, 6.60, 0.00, 0.00) +
+                              row(256, 1, "float", "sum", -1, 86.94, 0.00, 0.00, 86.94, 0.00, 0.00),
+                          "noop.log");
+  ASSERT_EQ(noop.tables.size(), 1u);
+  EXPECT_EQ(noop.tables[0].rows.size(), 3u);
 }
 
 TEST(NcclTestsLog, MissingFileIsALocatedInputError) {
@@ -994,14 +1070,104 @@ TEST(NcclTestsLog, MeasuredDatasetErrorsPointIntoTheYaml) {
                                          "  raw_table_verbatim: |\n"
                                          "    # Avg bus bandwidth    : 1.0\n");
   const InputError e5 = test::input_error([&] { read_measured_dataset(no_rows); });
+  EXPECT_EQ(e5.where().line, 4);
   EXPECT_TRUE(contains(e5.what(),
-                       "expected the printed rows of one nccl-tests table, found no "
-                       "result rows"))
+                       "'tables[0].raw_table_verbatim': expected the printed rows of an "
+                       "nccl-tests table (size count type ... then time algbw busbw per half), "
+                       "found 1 line of text, none of them a result row"))
       << e5.what();
 
   const InputError e6 =
       test::input_error([&] { read_measured_dataset(test::temp_dir("x") + "/none.yaml"); });
   EXPECT_TRUE(contains(e6.what(), "does not exist")) << e6.what();
+}
+
+/// A printed AllReduce row, as a dataset's raw_table_verbatim holds it (indented by 4).
+const char* const kDatasetRow =
+    "    4194304       1048576     float     sum      -1    110.9   37.82   70.91      0    "
+    "111.9   37.47   70.25      0\n";
+
+/// The "env.NAME" metadata of a table.
+std::map<std::string, std::string> environment(const NcclTestsTable& t) {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : t.metadata) {
+    if (key.starts_with("env.")) out[key.substr(4)] = value;
+  }
+  return out;
+}
+
+TEST(NcclTestsLog, DatasetEnvironmentInProseIsAWarning) {
+  // Sources describe the environment in words: nothing to apply, but no reason to stop.
+  const std::string path = write_file("prose_env.yaml",
+                                      "collective: allreduce\n"
+                                      "total_ranks: 16\n"
+                                      "tables:\n"
+                                      "- name: launcher\n"
+                                      "  env: NCCL_ALGO=Ring, exported by the launcher script\n"
+                                      "  raw_table_verbatim: |\n"
+                                      "    " +
+                                          std::string(kDatasetRow));
+  const NcclTestsLog log = read_measured_dataset(path);
+  ASSERT_EQ(log.tables.size(), 1u);
+  EXPECT_TRUE(environment(log.tables[0]).empty());
+  EXPECT_EQ(log.tables[0].rows.size(), 1u);
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_TRUE(contains(log.warnings[0],
+                       path + ":5:8: warning: table 'launcher': 'tables[0].env' is text, not a "
+                              "mapping of environment variables to values; it is ignored "
+                              "(found 'NCCL_ALGO=Ring, exported by the launcher script')"))
+      << log.warnings[0];
+
+  // A list is no description: still an error.
+  const std::string list = write_file("list_env.yaml",
+                                      "collective: allreduce\ntotal_ranks: 16\ntables:\n"
+                                      "- name: t\n  env: [NCCL_ALGO=Ring]\n"
+                                      "  raw_table_verbatim: |\n    " +
+                                          std::string(kDatasetRow));
+  const InputError e = test::input_error([&] { read_measured_dataset(list); });
+  EXPECT_TRUE(contains(e.what(), list + ":5:8: error: 'tables[0].env': expected a mapping"))
+      << e.what();
+}
+
+TEST(NcclTestsLog, DatasetCommonEnvAppliesToEveryTable) {
+  const std::string table = "  raw_table_verbatim: |\n    " + std::string(kDatasetRow);
+  const std::string path = write_file("common_env.yaml",
+                                      "collective: allreduce\n"
+                                      "total_ranks: 16\n"
+                                      "common_env: {NCCL_IB_HCA: mlx5_0, NCCL_ALGO: Tree}\n"
+                                      "tables:\n"
+                                      "- name: own\n"
+                                      "  env: {NCCL_ALGO: Ring, NCCL_MIN_CTAS: 24}\n" +
+                                          table + "- name: none\n" + table +
+                                          "- name: unset\n"
+                                          "  env: {NCCL_IB_HCA: null}\n" +
+                                          table +
+                                          "- name: prose\n"
+                                          "  env: the cluster's defaults\n" +
+                                          table);
+  const NcclTestsLog log = read_measured_dataset(path);
+  ASSERT_EQ(log.tables.size(), 4u);
+  using Env = std::map<std::string, std::string>;
+  // The table's own values win key by key; the common ones fill the rest.
+  EXPECT_EQ(environment(log.tables[0]),
+            (Env{{"NCCL_ALGO", "Ring"}, {"NCCL_IB_HCA", "mlx5_0"}, {"NCCL_MIN_CTAS", "24"}}));
+  EXPECT_EQ(environment(log.tables[1]), (Env{{"NCCL_ALGO", "Tree"}, {"NCCL_IB_HCA", "mlx5_0"}}));
+  // A null value unsets a common variable.
+  EXPECT_EQ(environment(log.tables[2]), (Env{{"NCCL_ALGO", "Tree"}}));
+  // Prose adds nothing to the common environment (and is warned about).
+  EXPECT_EQ(environment(log.tables[3]), (Env{{"NCCL_ALGO", "Tree"}, {"NCCL_IB_HCA", "mlx5_0"}}));
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_TRUE(contains(log.warnings[0], "table 'prose': 'tables[3].env' is text"))
+      << log.warnings[0];
+
+  // common_env is a mapping too.
+  const std::string bad = write_file("bad_common_env.yaml",
+                                     "collective: allreduce\ntotal_ranks: 16\ncommon_env: [a, b]\n"
+                                     "tables:\n- name: t\n" +
+                                         table);
+  const InputError e = test::input_error([&] { read_measured_dataset(bad); });
+  EXPECT_TRUE(contains(e.what(), bad + ":3:13: error: 'common_env': expected a mapping"))
+      << e.what();
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -270,11 +272,11 @@ std::string expected_for(const Column& c, bool error_is_count) {
     case Field::Other:
       return fmt::format("a value ({})", c.name);
     case Field::Time:
-      return fmt::format("a number ({} time in us)", half);
+      return fmt::format("a positive number ({} time in us)", half);
     case Field::Algbw:
-      return fmt::format("a number ({} algbw in GB/s)", half);
+      return fmt::format("a non-negative number ({} algbw in GB/s)", half);
     case Field::Busbw:
-      return fmt::format("a number ({} busbw in GB/s)", half);
+      return fmt::format("a non-negative number ({} busbw in GB/s)", half);
     case Field::Error:
       return error_is_count ? fmt::format("a count of wrong elements or N/A ({} #wrong)", half)
                             : fmt::format("a number or N/A ({} max error)", half);
@@ -282,6 +284,9 @@ std::string expected_for(const Column& c, bool error_is_count) {
   return "a value";
 }
 
+/// Whether `s` is a possible value of field `f`. A measured time is positive and finite, a
+/// bandwidth finite and not negative: nccl-tests prints nothing else, and a 0 or a NaN would make
+/// the errors of the row meaningless without anyone noticing.
 bool valid(Field f, std::string_view s) {
   switch (f) {
     case Field::Size:
@@ -294,14 +299,25 @@ bool valid(Field f, std::string_view s) {
       return parse_int(s).has_value();
     case Field::Other:
       return true;
-    case Field::Time:
+    case Field::Time: {
+      const std::optional<double> v = parse_double(s);
+      return v && std::isfinite(*v) && *v > 0;
+    }
     case Field::Algbw:
-    case Field::Busbw:
-      return parse_double(s).has_value();
+    case Field::Busbw: {
+      const std::optional<double> v = parse_double(s);
+      return v && std::isfinite(*v) && *v >= 0;
+    }
     case Field::Error:
       return s == "N/A" || parse_double(s).has_value();
   }
   return false;
+}
+
+bool number_characters(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+  });
 }
 
 /// Whether `s` can be the start of a valid value, cut off by the end of the log.
@@ -320,14 +336,11 @@ bool valid_prefix(Field f, std::string_view s) {
     case Field::Time:
     case Field::Algbw:
     case Field::Busbw:
-    case Field::Error: {
-      if (std::string_view("N/A").starts_with(s) || std::string_view("inf").starts_with(s) ||
-          std::string_view("nan").starts_with(s))
-        return true;
-      return std::all_of(s.begin(), s.end(), [](char c) {
-        return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
-      });
-    }
+      // Never negative, NaN or infinite (see valid()).
+      return !s.starts_with('-') && number_characters(s);
+    case Field::Error:
+      return std::string_view("N/A").starts_with(s) || std::string_view("inf").starts_with(s) ||
+             std::string_view("nan").starts_with(s) || number_characters(s);
   }
   return false;
 }
@@ -420,7 +433,12 @@ class Parser {
       }
     }
     if (cut_) truncate();
-    if (pending_fresh_ && pending_.layout) {
+    const bool rowless_header = pending_fresh_ && pending_.layout;
+    if (std::all_of(log_.tables.begin(), log_.tables.end(),
+                    [](const NcclTestsTable& t) { return t.rows.empty(); })) {
+      no_rows(lines, rowless_header);
+    }
+    if (rowless_header) {
       log_.warnings.push_back(warning_at(pending_.where,
                                          "a table header with no result rows after it (the run "
                                          "printed no results)"));
@@ -428,6 +446,31 @@ class Parser {
   }
 
  private:
+  /// Not one complete row: an empty or failed run, or not a log at all. Reading it as an empty
+  /// measurement would let `validate` write results that compare nothing.
+  [[noreturn]] void no_rows(const std::vector<Line>& lines, bool rowless_header) const {
+    const auto text_lines =
+        std::count_if(lines.begin(), lines.end(), [](const Line& l) { return !l.tokens.empty(); });
+    SourceLocation where = origin_.at(0, 1);
+    std::string found;
+    if (rowless_header) {
+      where = pending_.where;
+      found = "a table header and no result rows after it (the run printed no results)";
+    } else if (!log_.tables.empty()) {
+      where = origin_.at(cut_line_, 1);
+      found = "only a row cut off by the end of the log";
+    } else if (text_lines == 0) {
+      found = "no text";
+    } else {
+      found = fmt::format("{} line{} of text, none of them a result row", text_lines,
+                          text_lines == 1 ? "" : "s");
+    }
+    throw InputError(where, origin_.key,
+                     "the printed rows of an nccl-tests table (size count type ... then time "
+                     "algbw busbw per half)",
+                     found);
+  }
+
   // -- context ---------------------------------------------------------------------------------
 
   /// The context header lines write to: a fresh one once a table has started.
@@ -770,12 +813,14 @@ class Parser {
     row.where = origin_.at(i, 1);
     row.has_out_of_place = layout.out_of_place;
     row.has_in_place = layout.in_place;
+    int size_column = 1;
     for (size_t k = 0; k < n; ++k) {
       const std::string_view s = t[k].text;
       const bool in = cols[k].in_place;
       switch (cols[k].field) {
         case Field::Size:
           row.size_bytes = *parse_int(s);
+          size_column = t[k].column;
           break;
         case Field::Count:
           row.count = *parse_int(s);
@@ -804,6 +849,16 @@ class Parser {
           (in ? row.wrong_in : row.wrong_out) = std::string(s);
           break;
       }
+    }
+    // nccl-tests prints size = count x type size (x ranks for the gathers and scatters): a size of
+    // 0 is the no-op it runs when the count per rank rounds down to 0, never one of some elements
+    // (which would also start a new table, the size going down).
+    if (row.size_bytes == 0 && row.count != 0) {
+      throw InputError(origin_.at(i, size_column), origin_.key,
+                       fmt::format("a positive size for a count of {} elements (size = count x "
+                                   "type size)",
+                                   row.count),
+                       "'0'");
     }
     return Parsed{row, std::nullopt};
   }
@@ -897,7 +952,9 @@ class Parser {
 /// Without a benchmark name, busbw/algbw tells AllReduce (2(n-1)/n > 1 for n > 2) and
 /// ReduceScatter ((n-1)/n < 1 with a reduction) apart from the rest; others stay unknown.
 void infer_collective(NcclTestsTable& t, std::vector<std::string>& warnings) {
-  if (!t.collective.empty() || t.rows.empty()) return;
+  // A benchmark the log names but rocesim does not know stays unknown (validate reports it): a
+  // ratio is a guess, the name a fact.
+  if (!t.collective.empty() || !t.test.empty() || t.rows.empty()) return;
   std::vector<double> ratios;
   bool reducing = true, has_redop = false;
   for (const NcclTestsRow& r : t.rows) {
@@ -932,11 +989,6 @@ NcclTestsLog parse_text(std::string_view text, const TextOrigin& origin,
   NcclTestsLog log;
   log.source = source;
   Parser(origin, log).run(text);
-  if (log.tables.empty()) {
-    log.warnings.push_back(
-        warning_at(origin.fixed ? *origin.fixed : SourceLocation{origin.file, 0, 0},
-                   "no nccl-tests result rows found"));
-  }
   return log;
 }
 
@@ -1035,6 +1087,32 @@ std::string collective_list() {
   return out;
 }
 
+/// Adds the variables of an environment mapping to `t.metadata` ("env.NAME"); a null value
+/// removes the variable (a table unsetting one of the common ones). Sources often describe the
+/// environment in words ("env: NCCL_ALGO=Ring set by the launcher"); that text says nothing
+/// rocesim can apply, so it is ignored with a warning rather than stopping the validation.
+void add_environment(NcclTestsTable& t, const ConfigNode* env, const std::string& table,
+                     std::vector<std::string>& warnings) {
+  if (env == nullptr || env->is_null()) return;
+  if (env->is_scalar()) {
+    warnings.push_back(
+        warning_at(env->where(), fmt::format("table {}: '{}' is text, not a mapping of environment "
+                                             "variables to values; it is ignored (found {})",
+                                             table, env->path(), env->describe())));
+    return;
+  }
+  if (!env->is_map())
+    throw InputError(env->where(), env->path(), "a mapping of environment variables to values",
+                     env->describe());
+  for (const ConfigNode::Entry& e : env->entries()) {
+    if (const auto v = scalar_text(&e.value)) {
+      t.metadata["env." + e.key] = *v;
+    } else {
+      t.metadata.erase("env." + e.key);
+    }
+  }
+}
+
 void apply_dataset_metadata(NcclTestsTable& t, const ConfigNode& entry, const ConfigNode& root,
                             std::vector<std::string>& warnings) {
   for (const std::string_view key :
@@ -1043,14 +1121,11 @@ void apply_dataset_metadata(NcclTestsTable& t, const ConfigNode& entry, const Co
         "redop", "command"}) {
     if (const auto v = scalar_text(lookup(entry, root, key))) t.metadata[std::string(key)] = *v;
   }
-  if (const ConfigNode* env = lookup(entry, root, "env"); env != nullptr && !env->is_null()) {
-    if (!env->is_map())
-      throw InputError(env->where(), env->path(), "a mapping of environment variables to values",
-                       env->describe());
-    for (const ConfigNode::Entry& e : env->entries()) {
-      if (const auto v = scalar_text(&e.value)) t.metadata["env." + e.key] = *v;
-    }
-  }
+  // The file's common_env, then the table's own env (else the file's env) over it, key by key.
+  const auto name = t.metadata.find("name");
+  const std::string table = name != t.metadata.end() ? "'" + name->second + "'" : entry.path();
+  add_environment(t, root.find("common_env"), table, warnings);
+  add_environment(t, lookup(entry, root, "env"), table, warnings);
 
   // What the dataset states wins over what the printed lines suggest.
   if (const auto binary = scalar_text(lookup(entry, root, "binary"))) {
@@ -1078,7 +1153,20 @@ void apply_dataset_metadata(NcclTestsTable& t, const ConfigNode& entry, const Co
     }
     t.nranks = *n;
   }
-  if (const auto n = whole_number(lookup(entry, root, "nodes"), "nodes")) t.nodes = *n;
+  const std::optional<int> nodes = whole_number(lookup(entry, root, "nodes"), "nodes");
+  if (nodes) t.nodes = *nodes;
+  if (t.nranks == 0 && nodes) {
+    // No rank count stated or printed: servers x GPUs per server, when the dataset gives both.
+    const ConfigNode* per = lookup(entry, root, "gpus_per_node");
+    if (const auto gpus = whole_number(per, "GPUs per server")) {
+      const int64_t ranks = int64_t{*nodes} * *gpus;
+      if (ranks > std::numeric_limits<int>::max())
+        throw InputError(per->where(), per->path(),
+                         "nodes x gpus_per_node ranks that fit in an int",
+                         fmt::format("{} x {}", *nodes, *gpus));
+      t.nranks = static_cast<int>(ranks);
+    }
+  }
   if (const auto v = scalar_text(lookup(entry, root, "nccl_version"))) t.nccl_version = *v;
   if (const ConfigNode* iters = lookup(entry, root, "iters");
       iters != nullptr && !iters->is_null()) {
@@ -1162,10 +1250,8 @@ NcclTestsLog read_measured_dataset(const std::string& path) {
     NcclTestsLog part = parse_text(raw->value(), origin, path);
     if (part.tables.size() != 1) {
       throw InputError(raw->where(), raw->path(), "the printed rows of one nccl-tests table",
-                       part.tables.empty()
-                           ? std::string("no result rows")
-                           : fmt::format("{} tables (a new one starts at line {})",
-                                         part.tables.size(), part.tables[1].where.line));
+                       fmt::format("{} tables (a new one starts at line {})", part.tables.size(),
+                                   part.tables[1].where.line));
     }
     NcclTestsTable t = std::move(part.tables.front());
     t.where = entry.where();

@@ -16,8 +16,10 @@
 // lines and job-scheduler chatter sit between the rows, several runs are concatenated, a killed job
 // leaves the last row cut short. The reader keeps every line that is a result row, attributes the
 // header lines around it to its table, and ignores the rest. A line that starts like a row (an
-// integer size then an integer count) but is malformed is an InputError naming file:line:column,
-// what was expected and what was found, except a cut-off last row, which is a warning.
+// integer size then an integer count) but is malformed, or holds a value nccl-tests cannot print
+// (a size of 0, a time that is not positive, a NaN), is an InputError naming file:line:column,
+// what was expected and what was found, except a cut-off last row, which is a warning. So is a
+// text without a single complete row (an empty file, a header alone, something else than a log).
 #pragma once
 
 #include <cstdint>
@@ -69,8 +71,9 @@ struct NcclTestsRunParameters {
 /// One sweep over message sizes: the rows of one run, or of one data type / reduction when a run
 /// sweeps several (-d all, -o all), which restarts the size column.
 struct NcclTestsTable {
-  /// Canonical benchmark name ("all_reduce_perf") when the log names the binary or the collective
-  /// can be inferred from the rows; empty otherwise.
+  /// Benchmark name: canonical ("all_reduce_perf") when the log names a known binary or, naming
+  /// none, the collective can be inferred from the rows; as printed when it names an unknown one
+  /// (then `collective` is empty); empty otherwise.
   std::string test;
   /// allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv, gather, scatter,
   /// hypercube; empty when unknown.
@@ -99,12 +102,12 @@ struct NcclTestsLog {
   std::string source;  ///< file name, or the name given for text
   std::vector<NcclTestsTable> tables;
   /// "file:line:col: warning: ..." for what was kept but is doubtful (a cut-off last row, a footer
-  /// without a table, a collective inferred from busbw/algbw, no rows at all).
+  /// without a table, a collective inferred from busbw/algbw, a dataset environment in prose).
   std::vector<std::string> warnings;
 };
 
 /// Parses nccl-tests / rccl-tests output. `source_name` names the text in locations and messages.
-/// Throws InputError for a malformed row.
+/// Throws InputError for a malformed row, an impossible value, or no complete row at all.
 NcclTestsLog read_nccl_tests_log(std::string_view text, const std::string& source_name);
 
 /// Reads and parses a log file. Throws InputError (located at the file) if it cannot be read.
@@ -113,10 +116,13 @@ NcclTestsLog read_nccl_tests_file(const std::string& path);
 /// Reads a measured dataset (validation/data/measured/*.yaml): one table per entry of `tables`,
 /// whose rows are parsed from `raw_table_verbatim` (the printed lines; locations point into the
 /// YAML file) and whose metadata comes from the entry, else from the top level of the file:
-/// collective, binary -> test, total_ranks -> nranks, nodes, nccl_version, iters -> params, and in
-/// `metadata`: name, binary, collective, total_ranks, nodes, gpus_per_node, nccl_version, gpu,
-/// nic_speed_gbps, nics_per_node, fabric, in_network_reduction, datatype, redop, command and
-/// env.NAME per environment variable (null values are left out). Throws InputError.
+/// collective, binary -> test, total_ranks (else nodes x gpus_per_node when the printed lines
+/// list no ranks) -> nranks, nodes, nccl_version, iters -> params, and in `metadata`: name,
+/// binary, collective, total_ranks, nodes, gpus_per_node, nccl_version, gpu, nic_speed_gbps,
+/// nics_per_node, fabric, in_network_reduction, datatype, redop, command and env.NAME per
+/// environment variable: the top-level `common_env` mapping, then the table's `env` (else the
+/// file's) over it key by key (null values are left out, and remove a common one). An `env` that
+/// is text rather than a mapping is ignored with a warning. Throws InputError.
 NcclTestsLog read_measured_dataset(const std::string& path);
 
 /// The canonical collective name for a benchmark or collective name in any common spelling

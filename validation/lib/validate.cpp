@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 
@@ -20,15 +20,17 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::string_view kBands[] = {"<1MiB", "1-64MiB", ">=64MiB"};
 
 bool is_dataset(const std::string& path) {
-  // A measured dataset is YAML with a top-level `tables:` list; anything else is a log.
+  // By name, not by content: a YAML file without its `tables:` list is a broken dataset (an error
+  // saying so), not a log without rows.
   const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext != ".yaml" && ext != ".yml") return false;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("tables:")) return true;
-  }
-  return false;
+  return ext == ".yaml" || ext == ".yml";
+}
+
+/// The scenario without its workloads: validation runs its own.
+std::unique_ptr<scenario::ScenarioRun> load_without_workloads(const std::string& path,
+                                                              scenario::Overrides overrides) {
+  overrides.skip_workloads = true;
+  return scenario::load_scenario(path, overrides);
 }
 
 /// The table's NCCL environment, split into what the NCCL model reads and the rest.
@@ -52,7 +54,7 @@ nccl::NcclConfig apply_env(const NcclTestsTable& t, nccl::NcclConfig base, Compa
 
 ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size_t index,
                       const std::string& scenario_path, const scenario::Overrides& overrides,
-                      const RowFilter& keep, std::vector<std::string>& warnings) {
+                      const RowFilter& keep) {
   // The rows asked for, in the table's order.
   NcclTestsTable t = table;
   if (keep) {
@@ -73,16 +75,17 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
                      t.test.empty() ? "an unknown benchmark" : "'" + t.test + "'");
   }
 
-  std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, overrides);
+  if (t.nranks == 0) {
+    // The whole job would be a guess, and a wrong rank count changes every simulated time.
+    throw InputError(t.where, "ranks",
+                     "a rank count: the '#  Rank' lines or NCCL's nranks in a log; total_ranks, "
+                     "or nodes and gpus_per_node, in a dataset",
+                     fmt::format("none (table '{}')", out.table));
+  }
+  std::unique_ptr<scenario::ScenarioRun> run = load_without_workloads(scenario_path, overrides);
   std::vector<fabric::NodeId> ranks = run->job_ranks;
   out.nranks = t.nranks;
-  if (t.nranks == 0) {
-    out.nranks = static_cast<int>(ranks.size());
-    warnings.push_back(
-        fmt::format("{}: warning: {}: the rank count is unknown; using the {} ranks "
-                    "of the scenario's job",
-                    t.where.to_string(), out.table, ranks.size()));
-  } else if (static_cast<size_t>(t.nranks) > ranks.size()) {
+  if (static_cast<size_t>(t.nranks) > ranks.size()) {
     throw InputError(t.where, "ranks",
                      fmt::format("a table measured on at most the {} ranks of the scenario's job "
                                  "({})",
@@ -148,6 +151,23 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
   return out;
 }
 
+/// Adds the tables of `log` that `keep` selects (its warnings too, without a filter), all or none:
+/// an InputError from one of them leaves the report as it was.
+void add_log(ValidationReport& report, const NcclTestsLog& log, const std::string& scenario_path,
+             const scenario::Overrides& overrides, const RowFilter& keep) {
+  std::vector<ComparedTable> tables;
+  for (size_t i = 0; i < log.tables.size(); ++i) {
+    if (keep && std::none_of(log.tables[i].rows.begin(), log.tables[i].rows.end(),
+                             [&](const NcclTestsRow& r) { return keep(log.tables[i], r); })) {
+      continue;
+    }
+    tables.push_back(compare(log, log.tables[i], i, scenario_path, overrides, keep));
+  }
+  if (!keep)
+    report.warnings.insert(report.warnings.end(), log.warnings.begin(), log.warnings.end());
+  std::move(tables.begin(), tables.end(), std::back_inserter(report.tables));
+}
+
 BandSummary summarise(std::string source, std::string table, std::string_view band,
                       const std::vector<const ComparedRow*>& rows) {
   BandSummary b{std::move(source), std::move(table), std::string(band)};
@@ -162,6 +182,26 @@ BandSummary summarise(std::string source, std::string table, std::string_view ba
   b.median_abs_busbw_error = bw.empty() ? kNaN : percentile(bw, 0.5);
   b.p90_abs_busbw_error = bw.empty() ? kNaN : percentile(bw, 0.9);
   return b;
+}
+
+/// The band summaries of the report's tables: per table, then over all of them.
+void add_bands(ValidationReport& report) {
+  std::map<std::string_view, std::vector<const ComparedRow*>> all;
+  for (const ComparedTable& t : report.tables) {
+    std::map<std::string_view, std::vector<const ComparedRow*>> by_band;
+    for (const ComparedRow& r : t.rows) {
+      by_band[size_band(r.size_bytes)].push_back(&r);
+      all[size_band(r.size_bytes)].push_back(&r);
+    }
+    for (std::string_view band : kBands) {
+      if (by_band.contains(band)) {
+        report.bands.push_back(summarise(t.source, t.table, band, by_band[band]));
+      }
+    }
+  }
+  for (std::string_view band : kBands) {
+    if (all.contains(band)) report.bands.push_back(summarise("all", "all", band, all[band]));
+  }
 }
 
 std::string percent(double x) {
@@ -210,52 +250,40 @@ std::vector<std::string> measured_files(const std::string& path) {
   return out;
 }
 
+NcclTestsLog read_measured_file(const std::string& file) {
+  return is_dataset(file) ? read_measured_dataset(file) : read_nccl_tests_file(file);
+}
+
 std::vector<NcclTestsLog> read_measured(const std::vector<std::string>& files) {
   std::vector<NcclTestsLog> logs;
-  for (const std::string& f : files) {
-    logs.push_back(is_dataset(f) ? read_measured_dataset(f) : read_nccl_tests_file(f));
-  }
+  for (const std::string& f : files)
+    logs.push_back(read_measured_file(f));
   return logs;
 }
 
 ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::string& scenario_path,
-                          const scenario::Overrides& o, const RowFilter& keep) {
+                          const scenario::Overrides& overrides, const RowFilter& keep) {
   ValidationReport report;
-  scenario::Overrides overrides = o;
-  overrides.skip_workloads = true;
-  for (const NcclTestsLog& log : logs) {
-    if (!keep) {
-      report.warnings.insert(report.warnings.end(), log.warnings.begin(), log.warnings.end());
-      if (log.tables.empty()) {
-        report.warnings.push_back(fmt::format("{}: warning: no nccl-tests table", log.source));
-      }
-    }
-    for (size_t i = 0; i < log.tables.size(); ++i) {
-      if (keep && std::none_of(log.tables[i].rows.begin(), log.tables[i].rows.end(),
-                               [&](const NcclTestsRow& r) { return keep(log.tables[i], r); })) {
-        continue;
-      }
-      report.tables.push_back(
-          compare(log, log.tables[i], i, scenario_path, overrides, keep, report.warnings));
-    }
-  }
-  // Bands per table, then over everything.
-  std::map<std::string_view, std::vector<const ComparedRow*>> all;
-  for (const ComparedTable& t : report.tables) {
-    std::map<std::string_view, std::vector<const ComparedRow*>> by_band;
-    for (const ComparedRow& r : t.rows) {
-      by_band[size_band(r.size_bytes)].push_back(&r);
-      all[size_band(r.size_bytes)].push_back(&r);
-    }
-    for (std::string_view band : kBands) {
-      if (by_band.contains(band)) {
-        report.bands.push_back(summarise(t.source, t.table, band, by_band[band]));
-      }
+  for (const NcclTestsLog& log : logs)
+    add_log(report, log, scenario_path, overrides, keep);
+  add_bands(report);
+  return report;
+}
+
+ValidationReport validate_files(const std::vector<std::string>& files,
+                                const std::string& scenario_path,
+                                const scenario::Overrides& overrides) {
+  // A scenario that does not load would fail every file: that is its error, not theirs.
+  load_without_workloads(scenario_path, overrides);
+  ValidationReport report;
+  for (const std::string& f : files) {
+    try {
+      add_log(report, read_measured_file(f), scenario_path, overrides, {});
+    } catch (const InputError& e) {
+      report.errors.emplace_back(e.what());
     }
   }
-  for (std::string_view band : kBands) {
-    if (all.contains(band)) report.bands.push_back(summarise("all", "all", band, all[band]));
-  }
+  add_bands(report);
   return report;
 }
 

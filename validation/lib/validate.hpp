@@ -60,6 +60,9 @@ struct ValidationReport {
   std::vector<ComparedTable> tables;
   std::vector<BandSummary> bands;
   std::vector<std::string> warnings;
+  /// validate_files: the InputError message ("file:line:col: error: ...") of each measured file
+  /// left out of the report.
+  std::vector<std::string> errors;
 };
 
 /// Measured files under `path`: the file itself, or every *.yaml (a measured dataset, with a
@@ -67,7 +70,9 @@ struct ValidationReport {
 /// name. Throws InputError if there is none.
 std::vector<std::string> measured_files(const std::string& path);
 
-/// Reads measured files: datasets (YAML with `tables:`) and nccl-tests logs. Throws InputError.
+/// Reads one measured file: a dataset (*.yaml, *.yml) or an nccl-tests log. Throws InputError.
+NcclTestsLog read_measured_file(const std::string& file);
+/// Reads measured files; throws the InputError of the first bad one.
 std::vector<NcclTestsLog> read_measured(const std::vector<std::string>& files);
 
 /// Selects the measured rows to simulate (a table, one of its rows); an empty filter keeps all.
@@ -76,9 +81,18 @@ using RowFilter = std::function<bool(const NcclTestsTable&, const NcclTestsRow&)
 /// Simulates the rows of `logs` that `keep` selects, on the scenario loaded with `overrides`
 /// (seed, calibrated parameters; its workloads are always left out). Tables without a selected
 /// row are left out of the report; the readers' warnings are reported only without a filter.
-/// Throws InputError for a table with more ranks than the scenario's job.
+/// Throws InputError for a table that cannot be simulated: an unknown benchmark or data type, no
+/// rank count, more ranks than the scenario's job.
 ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::string& scenario_path,
                           const scenario::Overrides& overrides, const RowFilter& keep = {});
+
+/// Reads and simulates every row of `files`, one file at a time, as validate() does: a file that
+/// cannot be read or simulated (an InputError) is left out whole, its error in the report's
+/// `errors`, and the others are still reported, so that one bad file among many costs only
+/// itself. Throws InputError if the scenario cannot be loaded.
+ValidationReport validate_files(const std::vector<std::string>& files,
+                                const std::string& scenario_path,
+                                const scenario::Overrides& overrides);
 
 /// Percentile p in [0, 1] of `values` (linear interpolation; 0 for none).
 double percentile(std::vector<double> values, double p);

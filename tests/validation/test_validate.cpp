@@ -1,0 +1,164 @@
+// Simulated against measured, on measured input it cannot simulate: a table without a rank count
+// or of an unknown benchmark is an error located at the table, and validate_files leaves a bad
+// file out (its error located in it) while the other files are still compared.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/test_support.hpp"
+#include "validation/lib/nccl_tests_log.hpp"
+#include "validation/lib/validate.hpp"
+
+namespace rocesim::validation {
+namespace {
+
+using test::contains;
+
+/// A cluster of 16 GPUs (2 servers of 8).
+std::string scenario_path() {
+  return test::source_path("validation/scenarios/aws-p4d-efa.yaml");
+}
+
+/// Two AllReduce rows, 16 ranks (busbw/algbw = 2 x 15/16), as nccl-tests prints them.
+const char* const kRows =
+    "     4194304       1048576     float     sum      -1    110.9   37.82   70.91      0    "
+    "111.9   37.47   70.25      0\n"
+    "     8388608       2097152     float     sum      -1    151.6   55.35  103.78      0    "
+    "150.5   55.74  104.51      0\n";
+
+/// `kRows` as a dataset's raw_table_verbatim block.
+std::string dataset_rows() {
+  std::string out = "  raw_table_verbatim: |\n";
+  for (size_t start = 0; start < std::string_view(kRows).size();) {
+    const size_t end = std::string_view(kRows).find('\n', start) + 1;
+    out += "    " + std::string(kRows + start, kRows + end);
+    start = end;
+  }
+  return out;
+}
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Validate, ATableWithoutARankCountIsALocatedError) {
+  const std::string dir = test::temp_dir("validate-ranks");
+  // A dataset that states neither total_ranks nor nodes and gpus_per_node: the error names the
+  // table's entry, not the scenario's whole job as a guess.
+  const std::string unknown = write_file(dir, "unknown.yaml",
+                                         "collective: allreduce\n"
+                                         "nodes: 2\n"
+                                         "tables:\n"
+                                         "- name: two_servers\n" +
+                                             dataset_rows());
+  const NcclTestsLog log = read_measured_dataset(unknown);
+  ASSERT_EQ(log.tables.size(), 1u);
+  EXPECT_EQ(log.tables[0].nranks, 0);
+  const InputError e = test::input_error([&] { validate({log}, scenario_path(), {}); });
+  EXPECT_EQ(*e.where().file, unknown);
+  EXPECT_EQ(e.where().line, 4);
+  EXPECT_TRUE(contains(e.what(), fmt::format("{}:4:3: error: 'ranks': expected a rank count: the "
+                                             "'#  Rank' lines or NCCL's nranks in a log; "
+                                             "total_ranks, or nodes and gpus_per_node, in a "
+                                             "dataset, found none (table 'two_servers')",
+                                             unknown)))
+      << e.what();
+
+  // Rows without a header: the busbw/algbw ratio tells the collective, not the rank count.
+  const NcclTestsLog rows = read_nccl_tests_log(kRows, "rows.log");
+  const InputError r = test::input_error([&] { validate({rows}, scenario_path(), {}); });
+  EXPECT_TRUE(contains(r.what(), "rows.log:1:1: error: 'ranks': expected a rank count"))
+      << r.what();
+
+  // nodes x gpus_per_node is a rank count.
+  const std::string derived = write_file(dir, "derived.yaml",
+                                         "collective: allreduce\n"
+                                         "nodes: 2\n"
+                                         "gpus_per_node: 8\n"
+                                         "tables:\n"
+                                         "- name: two_servers\n" +
+                                             dataset_rows());
+  const ValidationReport report = validate({read_measured_dataset(derived)}, scenario_path(), {});
+  ASSERT_EQ(report.tables.size(), 1u);
+  EXPECT_EQ(report.tables[0].nranks, 16);
+  EXPECT_EQ(report.tables[0].rows.size(), 2u);
+  EXPECT_TRUE(report.warnings.empty()) << report.warnings.front();
+}
+
+TEST(Validate, AnUnknownBenchmarkIsALocatedError) {
+  // The log names its benchmark, one rocesim does not know: it is not taken for AllReduce because
+  // busbw/algbw happens to be 2(n-1)/n.
+  const std::string text =
+      "srun: launching\n"
+      "# Collective test starting: alltoallv_perf\n"
+      "# nccl-tests version 2.13.8\n" +
+      std::string(kRows);
+  const NcclTestsLog log = read_nccl_tests_log(text, "alltoallv.log");
+  ASSERT_EQ(log.tables.size(), 1u);
+  EXPECT_EQ(log.tables[0].test, "alltoallv_perf");
+  EXPECT_TRUE(log.tables[0].collective.empty());
+  EXPECT_TRUE(log.warnings.empty()) << log.warnings.front();
+  const InputError e = test::input_error([&] { validate({log}, scenario_path(), {}); });
+  EXPECT_TRUE(contains(e.what(),
+                       "alltoallv.log:2:1: error: 'collective': expected a table of a "
+                       "collective rocesim emulates"))
+      << e.what();
+  EXPECT_TRUE(contains(e.what(), "found 'alltoallv_perf'")) << e.what();
+
+  // The same from a dataset's binary.
+  const std::string path = write_file(test::temp_dir("validate-benchmark"), "binary.yaml",
+                                      "binary: ./build/all_reduce_v2_perf\n"
+                                      "total_ranks: 16\n"
+                                      "tables:\n"
+                                      "- name: t\n" +
+                                          dataset_rows());
+  const NcclTestsLog dataset = read_measured_dataset(path);
+  EXPECT_TRUE(dataset.tables.at(0).collective.empty());
+  const InputError d = test::input_error([&] { validate({dataset}, scenario_path(), {}); });
+  EXPECT_TRUE(contains(d.what(), path + ":4:3: error: 'collective'")) << d.what();
+  EXPECT_TRUE(contains(d.what(), "found './build/all_reduce_v2_perf'")) << d.what();
+}
+
+TEST(Validate, ADirectoryWithOneBadFileValidatesTheRest) {
+  const std::string dir = test::temp_dir("validate-directory");
+  write_file(dir, "a_good.yaml",
+             "collective: allreduce\ntotal_ranks: 16\ntables:\n- name: good\n" + dataset_rows());
+  // Line 2 has a time of 0: the file is left out, its error located.
+  const std::string bad_row =
+      "     8388608       2097152     float     sum      -1     0.00   55.35  103.78      0    "
+      "150.5   55.74  104.51      0\n";
+  write_file(dir, "b_bad.log",
+             std::string(kRows).substr(0, std::string(kRows).find('\n') + 1) + bad_row);
+  // A YAML file is a dataset: without its tables it is an error, not an empty log.
+  write_file(dir, "c_no_tables.yaml", "gpu: H100\n");
+
+  const std::vector<std::string> files = measured_files(dir);
+  ASSERT_EQ(files.size(), 3u);
+  const ValidationReport report = validate_files(files, scenario_path(), {});
+  ASSERT_EQ(report.tables.size(), 1u);
+  EXPECT_EQ(report.tables[0].table, "good");
+  EXPECT_EQ(report.tables[0].rows.size(), 2u);
+  EXPECT_FALSE(report.bands.empty());
+  EXPECT_EQ(report.bands.back().source, "all");
+  ASSERT_EQ(report.errors.size(), 2u);
+  EXPECT_TRUE(
+      contains(report.errors[0], fmt::format("{}/b_bad.log:2:{}: error: expected a positive number "
+                                             "(out-of-place time in us), found '0.00'",
+                                             dir, bad_row.find("0.00") + 1)))
+      << report.errors[0];
+  EXPECT_TRUE(
+      contains(report.errors[1], dir + "/c_no_tables.yaml:1:1: error: 'tables': expected a list of "
+                                       "measured tables"))
+      << report.errors[1];
+
+  // A scenario that does not load is its own error, not one of every file.
+  const InputError e = test::input_error(
+      [&] { validate_files(files, test::source_path("no-such-scenario.yaml"), {}); });
+  EXPECT_TRUE(contains(e.what(), "no-such-scenario.yaml")) << e.what();
+}
+
+}  // namespace
+}  // namespace rocesim::validation
