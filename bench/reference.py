@@ -79,9 +79,14 @@ def write(scenario, n, outdir, bw_gbps=400, nbytes=None, seed=1, max_flows=None)
                 spine = SplitMix64((src << 32) | dst).next() % s
                 f.write(f"{src},{dst},{b},spine{spine}\n")
     yaml_path = os.path.join(outdir, stem + ".yaml")
+    # The peers' links carry bw_gbps of data; rocesim's carry what RoCEv2 framing leaves of their
+    # line rate (4096 of every 4178 bytes at the default MTU), so the line rate that carries
+    # exactly bw_gbps is written.
+    line_bps = round(bw_gbps * 1e9 * 4178 / 4096)
     with open(yaml_path, "w") as f:
         f.write(f"""# Reference scenario '{scenario}' at N = {n} (peers README): leaf-spine with
-# {h} hosts per leaf and {s} spines, {bw_gbps} Gb/s and 1 us on every link, no switch latency;
+# {h} hosts per leaf and {s} spines, {bw_gbps} Gb/s of payload and 1 us on every link, no switch
+# latency;
 # every cross-leaf flow pinned to the spine of the reference SplitMix64 hash.
 name: {stem}
 seed: {seed}
@@ -89,8 +94,8 @@ topology:
   type: clos
   racks: {n // h}
   nodes_per_rack: {h}
-  node: {{gpus: 1, nic_speed: {bw_gbps}Gbps, pcie_bandwidth: {bw_gbps}Gbps, pcie_latency: 0ns}}
-  leaf: {{uplinks: {s}, uplink_speed: {bw_gbps}Gbps, latency: 0ns}}
+  node: {{gpus: 1, nic_speed: {line_bps}bps, pcie_bandwidth: {bw_gbps}Gbps, pcie_latency: 0ns}}
+  leaf: {{uplinks: {s}, uplink_speed: {line_bps}bps, latency: 0ns}}
   spine: {{count: {s}, latency: 0ns}}
   nic_link_latency: 1us
   link_latency: 1us
