@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
   fit->add_option("--residuals", cf.residuals, "also write the residual of every row (CSV)");
   fit->add_option("--param", cf.params,
                   "a parameter to fit, PATH or PATH=LO..HI with units (repeatable); default: "
-                  "topology.node.nic_efficiency, topology.node.nvlink_efficiency, "
+                  "topology.node.nic_efficiency, topology.node.nvlink_efficiency (xgmi_efficiency "
+                  "on an xGMI mesh), "
                   "nccl.NCCL_NET_OVERHEAD, nccl.base_latency_factor, nccl.hop_latency_factor")
       ->allow_extra_args(false);
   fit->add_option("--train", cf.train,

@@ -479,8 +479,18 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
   const int gpus_per_server =
       run->fabric.servers().empty() ? 0 : static_cast<int>(run->fabric.servers()[0].gpus);
   std::vector<FittedParameter>& params = report.parameters;
-  for (const ParameterSpec& s :
-       options.parameters.empty() ? default_parameters() : options.parameters) {
+  std::vector<ParameterSpec> specs = options.parameters;
+  if (specs.empty()) {
+    specs = default_parameters();
+    // Servers with an xGMI mesh have no NVLink: their scale-up efficiency is the xGMI one.
+    if (!run->fabric.servers().empty() &&
+        run->fabric.servers()[0].scale_up == fabric::ScaleUp::Mesh) {
+      for (ParameterSpec& s : specs) {
+        if (s.path == "topology.node.nvlink_efficiency") s.path = "topology.node.xgmi_efficiency";
+      }
+    }
+  }
+  for (const ParameterSpec& s : specs) {
     for (const FittedParameter& p : params) {
       if (p.path == s.path) {
         throw InputError(origin_at("--param"), s.path, "each parameter once", "it twice");

@@ -91,7 +91,8 @@ struct ParameterSpec {
 
 /// The parameters fitted when none are named: they cover the bandwidth (NIC and NVLink
 /// efficiency) and the latency (NCCL's per-step network overhead, launch and per-hop latency
-/// factors) of the NCCL model.
+/// factors) of the NCCL model. fit() fits the xGMI efficiency instead of the NVLink one on
+/// servers with an xGMI mesh (`scale_up: mesh`).
 std::vector<ParameterSpec> default_parameters();
 
 struct FitOptions {

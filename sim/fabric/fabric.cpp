@@ -28,6 +28,16 @@ std::string_view role_name(SwitchRole r) {
   return "?";
 }
 
+std::string_view scale_up_name(ScaleUp s) {
+  switch (s) {
+    case ScaleUp::NvSwitch:
+      return "nvswitch";
+    case ScaleUp::Mesh:
+      return "mesh";
+  }
+  return "?";
+}
+
 std::string_view kind_name(NodeKind k) {
   switch (k) {
     case NodeKind::Gpu:
@@ -206,6 +216,89 @@ void Fabric::validate(const SourceLocation& where) const {
                                       count, nodes_[0].name, nodes_[stray].name));
 }
 
+LinkId Fabric::link_from_to(NodeId a, NodeId b) const {
+  for (LinkId l : out_links(a)) {
+    if (links_[l].dst == b) return l;
+  }
+  return kNone;
+}
+
+void Fabric::seal_scale_up(const SourceLocation& where) {
+  // Every GPU of a server with more than one GPU reaches every other: through one link each way
+  // to the server's NVSwitch, or over exactly one direct link per ordered pair (mesh). The
+  // figures the collectives read (bandwidth per GPU, per link, GPU-to-GPU latency) are taken
+  // from the links of the server's first GPU.
+  for (Server& s : servers_) {
+    if (s.gpus < 2) continue;
+    const NodeId g0 = s.first_gpu;
+    auto missing = [&](NodeId a, NodeId b) {
+      return InputError(
+          where, fmt::format("server {} ({} scale-up) has no link from '{}' to '{}'", s.index,
+                             scale_up_name(s.scale_up), nodes_[a].name, nodes_[b].name));
+    };
+    if (s.scale_up == ScaleUp::NvSwitch) {
+      if (s.nvswitch == kNone || nodes_[s.nvswitch].role != SwitchRole::NvSwitch) {
+        throw InputError(where,
+                         fmt::format("server {} has {} GPUs and no NVSwitch", s.index, s.gpus));
+      }
+      for (uint32_t i = 0; i < s.gpus; ++i) {
+        if (link_from_to(g0 + i, s.nvswitch) == kNone) throw missing(g0 + i, s.nvswitch);
+        if (link_from_to(s.nvswitch, g0 + i) == kNone) throw missing(s.nvswitch, g0 + i);
+      }
+      const Link& up = links_[link_from_to(g0, s.nvswitch)];
+      const Link& down = links_[link_from_to(s.nvswitch, g0 + 1)];
+      s.scale_up_links = 1;
+      s.scale_up_link_bandwidth = up.capacity;
+      s.scale_up_bandwidth = up.capacity;
+      s.scale_up_latency = up.latency + nodes_[s.nvswitch].forwarding_latency + down.latency;
+      continue;
+    }
+    if (s.nvswitch != kNone) {
+      throw InputError(where, fmt::format("server {} is a mesh and has an NVSwitch", s.index));
+    }
+    for (uint32_t i = 0; i < s.gpus; ++i) {
+      for (uint32_t j = 0; j < s.gpus; ++j) {
+        if (i == j) continue;
+        uint32_t count = 0;
+        for (LinkId l : out_links(g0 + i))
+          count += links_[l].dst == g0 + j ? 1 : 0;
+        if (count == 0) throw missing(g0 + i, g0 + j);
+        if (count > 1) {
+          throw InputError(where,
+                           fmt::format("server {} (mesh scale-up) has {} links from '{}' "
+                                       "to '{}'; a mesh has one per GPU pair",
+                                       s.index, count, nodes_[g0 + i].name, nodes_[g0 + j].name));
+        }
+      }
+    }
+    s.scale_up_links = s.gpus - 1;
+    int64_t sum = 0;
+    for (uint32_t j = 1; j < s.gpus; ++j)
+      sum += links_[link_from_to(g0, g0 + j)].capacity.bits_per_second();
+    const Link& one = links_[link_from_to(g0, g0 + 1)];
+    s.scale_up_link_bandwidth = one.capacity;
+    s.scale_up_bandwidth = Bandwidth::bps(sum);
+    s.scale_up_latency = one.latency;
+  }
+}
+
+void Fabric::scale_up_path(NodeId a, NodeId b, std::vector<LinkId>& out) const {
+  const Server& s = server_of(a);
+  ROCESIM_CHECK(a != b && nodes_.at(b).server == s.index,
+                "a scale-up path joins two GPUs of one server");
+  if (s.scale_up == ScaleUp::Mesh) {
+    const LinkId l = link_from_to(a, b);
+    ROCESIM_CHECK(l != kNone, "a mesh has a link per GPU pair");
+    out.push_back(l);
+    return;
+  }
+  const LinkId up = link_from_to(a, s.nvswitch);
+  const LinkId down = link_from_to(s.nvswitch, b);
+  ROCESIM_CHECK(up != kNone && down != kNone, "every GPU is cabled to its server's NVSwitch");
+  out.push_back(up);
+  out.push_back(down);
+}
+
 void Fabric::assign_addresses(const SourceLocation& where) {
   // Each first-hop switch gets a power-of-two subnet of 10.0.0.0/8 large enough for its NICs
   // plus network and broadcast addresses; NICs are numbered in node order within it.
@@ -253,6 +346,7 @@ void Fabric::seal(const SourceLocation& where) {
       nic_of_gpu_[g] = s.first_nic + i / gpus_per_nic;
     }
   }
+  seal_scale_up(where);
   for (NodeId v = 0; v < nodes_.size(); ++v) {
     const Node& node = nodes_[v];
     if (node.kind == NodeKind::Gpu && rank_of_[v] == kNone) {

@@ -1,12 +1,14 @@
 // The fabric: the network graph of one simulated cluster. Nodes are GPUs, RDMA NICs and switches
 // (the NVSwitch of a server's NVLink domain, leaves, spines, aggregation and core switches);
 // links are directed, each with a capacity and a propagation latency; switches carry their
-// forwarding latency and buffer size. A cable is two links, one per direction.
+// forwarding latency and buffer size. A cable is two links, one per direction. A server's GPUs
+// reach each other through its NVSwitch or, in an xGMI mesh, over direct GPU-GPU cables.
 //
 // Build, then seal: topology builders add nodes and links, `seal()` validates (every node
 // reaches every other, capacities positive, every GPU in a server, every NIC cabled to a switch,
-// GPU and NIC counts consistent), assigns the address plan and freezes the graph. Routing tables
-// and path caches are computed only on a sealed fabric.
+// GPU and NIC counts consistent, every server's scale-up domain complete), assigns the address
+// plan and freezes the graph. Routing tables and path caches are computed only on a sealed
+// fabric.
 #pragma once
 
 #include <cstdint>
@@ -74,17 +76,31 @@ struct Link {
 enum class GpuArch : uint8_t { Volta, Ampere, Hopper, Blackwell, Cdna3 };
 std::string_view gpu_arch_name(GpuArch a);
 
-/// A server: GPUs joined by an NVLink domain, each GPU with a NIC (1:1 unless nics < gpus).
+/// How the GPUs of a server reach each other: the server's scale-up domain.
+enum class ScaleUp : uint8_t {
+  NvSwitch,  // one link per GPU to the server's NVSwitch node (NVLink): GPU -> NVSwitch -> GPU
+  Mesh,      // one direct link per GPU pair (AMD Infinity Fabric / xGMI): GPU -> GPU
+};
+std::string_view scale_up_name(ScaleUp s);
+
+/// A server: GPUs joined by a scale-up domain, each GPU with a NIC (1:1 unless nics < gpus).
 struct Server {
   uint32_t index = 0;
   NodeId first_gpu = kNone;
   uint32_t gpus = 0;
   NodeId first_nic = kNone;
   uint32_t nics = 0;
-  NodeId nvswitch = kNone;  // kNone for single-GPU servers
+  ScaleUp scale_up = ScaleUp::NvSwitch;
+  NodeId nvswitch = kNone;  // the NVSwitch (ScaleUp::NvSwitch, > 1 GPU); kNone otherwise
   GpuArch arch = GpuArch::Hopper;
   uint32_t rack = kNone;
   uint32_t zone = kNone;
+
+  // Filled by Fabric::seal from the server's links; zero for a single-GPU server.
+  uint32_t scale_up_links = 0;          // a GPU's scale-up links: 1 (NVSwitch), gpus - 1 (mesh)
+  Bandwidth scale_up_link_bandwidth{};  // capacity (payload rate) of one, per direction
+  Bandwidth scale_up_bandwidth{};       // of all of a GPU's scale-up links, per direction
+  Time scale_up_latency{};              // wire latency of the path between two of its GPUs
 };
 
 class Fabric {
@@ -109,7 +125,8 @@ class Fabric {
   /// Two links, one per direction, that know each other as `reverse`.
   std::pair<LinkId, LinkId> add_cable(NodeId a, NodeId b, Bandwidth capacity, Time latency,
                                       Bandwidth line_rate = {});
-  /// Registers a server whose GPUs, NICs and NVSwitch were added with `server` = its index.
+  /// Registers a server whose GPUs, NICs and NVSwitch (if any) were added with `server` = its
+  /// index.
   void add_server(Server s);
   /// Free-form description shown by `rocesim topo` (builder type and key parameters).
   void set_description(std::string text) { description_ = std::move(text); }
@@ -145,6 +162,14 @@ class Fabric {
   uint32_t rank_of(NodeId gpu) const { return rank_of_.at(gpu); }
   /// The NIC a GPU sends through (GPU-to-NIC mapping of its server).
   NodeId nic_of_gpu(NodeId gpu) const { return nic_of_gpu_.at(gpu); }
+  /// The server a GPU, NIC or NVSwitch belongs to.
+  const Server& server_of(NodeId n) const { return servers_.at(nodes_.at(n).server); }
+  /// Scale-up bandwidth of a GPU per direction, as flows see it (payload): its link to the
+  /// NVSwitch, or the sum of its gpus - 1 links in a mesh; zero on a single-GPU server.
+  Bandwidth scale_up_bandwidth(NodeId gpu) const { return server_of(gpu).scale_up_bandwidth; }
+  /// Appends the links from GPU `a` to GPU `b` of the same server: GPU -> NVSwitch -> GPU, or
+  /// the pair's one direct link in a mesh.
+  void scale_up_path(NodeId a, NodeId b, std::vector<LinkId>& out) const;
   /// All NICs, in node order.
   std::span<const NodeId> nics() const { return nics_; }
   /// The switch a NIC's first fabric link leads to.
@@ -160,6 +185,8 @@ class Fabric {
   uint16_t class_of(NodeId src, NodeId dst);
   void build_adjacency();
   void validate(const SourceLocation& where) const;
+  void seal_scale_up(const SourceLocation& where);
+  LinkId link_from_to(NodeId a, NodeId b) const;
   void assign_addresses(const SourceLocation& where);
 
   std::vector<Node> nodes_;

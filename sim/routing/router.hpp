@@ -73,17 +73,13 @@ void FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   const fabric::Node& d = f_.node(req.dst);
   ROCESIM_CHECK(req.src != req.dst, "a flow needs two different GPUs");
   if (s.server == d.server && req.via.empty() && req.relay == fabric::kNone) {
-    const fabric::NodeId nvs = f_.servers()[s.server].nvswitch;
-    out.push_back(link_between(req.src, nvs));
-    out.push_back(link_between(nvs, req.dst));
+    f_.scale_up_path(req.src, req.dst, out);  // through the NVSwitch, or one mesh link
     return;
   }
   fabric::NodeId sender = req.src;
   if (req.relay != fabric::kNone && req.relay != req.src) {
     ROCESIM_CHECK(f_.node(req.relay).server == s.server, "a relay GPU is on the sender's server");
-    const fabric::NodeId nvs = f_.servers()[s.server].nvswitch;
-    out.push_back(link_between(req.src, nvs));
-    out.push_back(link_between(nvs, req.relay));
+    f_.scale_up_path(req.src, req.relay, out);
     sender = req.relay;
   }
   const fabric::NodeId src_nic = f_.nic_of_gpu(sender);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <string_view>
+
 namespace rocesim::topology {
 namespace {
 
@@ -9,6 +12,8 @@ namespace {
 // per GPU; PCIe Gen5 x16; ConnectX-7 at 400 Gb/s on RoCEv2 with a 4096-byte MTU. The payload rates
 // of the NIC cable and of PCIe follow from their framing (sim/fabric/wire.hpp). The two latencies
 // are estimates [E] of one hop through NVSwitch and through the PCIe switch; calibrate them.
+// The xGMI defaults, for `scale_up: mesh`, are the MI300X's (HARDWARE.md 1.4): 7 Infinity Fabric
+// links per GPU, 64 GB/s raw per link per direction; the xGMI latency is an estimate [E] too.
 constexpr Param kServerParams[] = {
     {.key = "gpus",
      .type = ParamType::Integer,
@@ -57,20 +62,47 @@ constexpr Param kServerParams[] = {
      .help = "fraction of the wire's payload rate (nic_speed x mtu / (mtu + framing)) that the "
              "NIC sustains: NIC and host limits beyond the framing; calibratable",
      .check = Check::Fraction},
+    {.key = "scale_up",
+     .type = ParamType::Choice,
+     .fallback = "nvswitch",
+     .help = "how the GPUs of a server reach each other: nvswitch (NVIDIA NVLink: one link of "
+             "nvlink_bandwidth per GPU to a non-blocking NVSwitch, GPU -> NVSwitch -> GPU) or "
+             "mesh (AMD Infinity Fabric / xGMI: one direct link of xgmi_link_bandwidth per GPU "
+             "pair, gpus - 1 per GPU, GPU -> GPU)",
+     .choices = "nvswitch|mesh"},
     {.key = "nvlink_bandwidth",
      .type = ParamType::Bandwidth,
      .fallback = "450GB/s",
-     .help = "NVLink bandwidth per GPU per direction (A100: 300GB/s, H100: 450GB/s)",
+     .help = "NVLink bandwidth per GPU per direction (A100: 300GB/s, H100: 450GB/s); "
+             "scale_up: nvswitch only",
      .check = Check::Positive},
     {.key = "nvlink_efficiency",
      .type = ParamType::Number,
      .fallback = "1",
-     .help = "fraction of nvlink_bandwidth that NCCL's kernels achieve; calibratable",
+     .help = "fraction of nvlink_bandwidth that NCCL's kernels achieve; calibratable; "
+             "scale_up: nvswitch only",
      .check = Check::Fraction},
     {.key = "nvlink_latency",
      .type = ParamType::Time,
      .fallback = "250ns",
-     .help = "one-way latency of each GPU-NVSwitch link",
+     .help = "one-way latency of each GPU-NVSwitch link; scale_up: nvswitch only",
+     .check = Check::NonNegative},
+    {.key = "xgmi_link_bandwidth",
+     .type = ParamType::Bandwidth,
+     .fallback = "64GB/s",
+     .help = "bandwidth of one xGMI link (one GPU pair) per direction, raw; a GPU has gpus - 1 "
+             "of them (MI300X, MI325X: 64GB/s, 448GB/s per GPU); scale_up: mesh only",
+     .check = Check::Positive},
+    {.key = "xgmi_efficiency",
+     .type = ParamType::Number,
+     .fallback = "1",
+     .help = "fraction of xgmi_link_bandwidth that the collective library's kernels achieve "
+             "(MI300X: 45-48 of 64GB/s measured); calibratable; scale_up: mesh only",
+     .check = Check::Fraction},
+    {.key = "xgmi_latency",
+     .type = ParamType::Time,
+     .fallback = "250ns",
+     .help = "one-way latency of each GPU-GPU xGMI link; scale_up: mesh only",
      .check = Check::NonNegative},
     {.key = "pcie_generation",
      .type = ParamType::Integer,
@@ -100,11 +132,38 @@ constexpr Param kServerParams[] = {
      .check = Check::NonNegative},
 };
 
+// The keys of each kind of scale-up domain.
+struct ScaleUpKeys {
+  std::string_view bandwidth, efficiency, latency;
+};
+constexpr ScaleUpKeys kNvlinkKeys{"nvlink_bandwidth", "nvlink_efficiency", "nvlink_latency"};
+constexpr ScaleUpKeys kXgmiKeys{"xgmi_link_bandwidth", "xgmi_efficiency", "xgmi_latency"};
+
+/// The first of `keys` written with a value other than its default, or empty: the keys of the
+/// other kind of scale-up domain would be ignored, a mistake unless they hold their defaults (as
+/// the effective scenario echoes them, which must load again).
+std::string_view set_away_from_default(const ParamReader& r, const ScaleUpKeys& keys) {
+  const ConfigNode empty = ConfigNode::map(SourceLocation{}, "");
+  const ParamReader defaults(empty, server_table());
+  if (r.has(keys.bandwidth) && r.bandwidth(keys.bandwidth) != defaults.bandwidth(keys.bandwidth)) {
+    return keys.bandwidth;
+  }
+  if (r.has(keys.efficiency) && r.number(keys.efficiency) != defaults.number(keys.efficiency)) {
+    return keys.efficiency;
+  }
+  if (r.has(keys.latency) && r.time(keys.latency) != defaults.time(keys.latency)) {
+    return keys.latency;
+  }
+  return {};
+}
+
 }  // namespace
 
 const ParamTable& server_table() {
   static const ParamTable table{
-      "node", "The inside of each server: GPUs, their NVLink domain, NICs and PCIe.",
+      "node",
+      "The inside of each server: GPUs, their scale-up domain (an NVSwitch or an xGMI mesh), "
+      "NICs and PCIe.",
       kServerParams};
   return table;
 }
@@ -133,9 +192,22 @@ ServerSpec read_server(const ParamReader& r) {
   s.wire.ipv6 = r.boolean("ipv6");
   s.wire.vlan = r.boolean("vlan");
   s.nic_efficiency = r.number("nic_efficiency");
+  s.scale_up = r.choice("scale_up") == "mesh" ? fabric::ScaleUp::Mesh : fabric::ScaleUp::NvSwitch;
+  const bool mesh = s.scale_up == fabric::ScaleUp::Mesh;
+  if (const std::string_view key = set_away_from_default(r, mesh ? kNvlinkKeys : kXgmiKeys);
+      !key.empty()) {
+    r.fail(key,
+           mesh ? "no NVLink value with scale_up: mesh (the mesh's links are set by "
+                  "xgmi_link_bandwidth, xgmi_efficiency and xgmi_latency)"
+                : "no xGMI value with scale_up: nvswitch (set scale_up: mesh for an xGMI mesh)",
+           fmt::format("{}: {}", key, r.self().find(key)->value()));
+  }
   s.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
   s.nvlink_efficiency = r.number("nvlink_efficiency");
   s.nvlink_latency = r.time("nvlink_latency");
+  s.xgmi_link_bandwidth = r.bandwidth("xgmi_link_bandwidth");
+  s.xgmi_efficiency = r.number("xgmi_efficiency");
+  s.xgmi_latency = r.time("xgmi_latency");
   fabric::PcieLink pcie;
   pcie.generation = static_cast<int>(r.integer("pcie_generation"));
   if (pcie.generation > 6) r.fail("pcie_generation", "1 to 6", std::to_string(pcie.generation));
@@ -184,7 +256,16 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
                                              .name = fmt::format("node{}/nic{}", index, i)});
     if (i == 0) s.first_nic = n;
   }
-  if (spec.gpus > 1) {
+  s.scale_up = spec.scale_up;
+  if (spec.scale_up == fabric::ScaleUp::Mesh) {
+    // One cable per GPU pair, in pair order (0-1, 0-2, ..., 1-2, ...), which fixes link ids.
+    for (uint32_t i = 0; i < spec.gpus; ++i) {
+      for (uint32_t j = i + 1; j < spec.gpus; ++j) {
+        f.add_cable(s.first_gpu + i, s.first_gpu + j, spec.xgmi_payload_rate(), spec.xgmi_latency,
+                    spec.xgmi_link_bandwidth);
+      }
+    }
+  } else if (spec.gpus > 1) {
     s.nvswitch = f.add_node(Node{.kind = NodeKind::Switch,
                                  .role = fabric::SwitchRole::NvSwitch,
                                  .server = index,

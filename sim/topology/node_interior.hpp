@@ -1,7 +1,11 @@
-// The inside of a server (a "node" in the cluster sense): GPUs joined by an NVLink domain modelled
-// as one non-blocking NVSwitch with a link of `nvlink_bandwidth` each way per GPU, and NICs behind
-// PCIe with a 1:1 GPU-to-NIC mapping by default (GPU i uses NIC i * nics / gpus). GPUDirect RDMA
-// is assumed: data moves GPU -> PCIe -> NIC without touching host memory.
+// The inside of a server (a "node" in the cluster sense): GPUs joined by a scale-up domain, and
+// NICs behind PCIe with a 1:1 GPU-to-NIC mapping by default (GPU i uses NIC i * nics / gpus).
+// GPUDirect RDMA is assumed: data moves GPU -> PCIe -> NIC without touching host memory. The
+// scale-up domain (`scale_up`) is either
+//  * nvswitch: an NVLink domain modelled as one non-blocking NVSwitch with a link of
+//    `nvlink_bandwidth` each way per GPU (GPU -> NVSwitch -> GPU), or
+//  * mesh: AMD Infinity Fabric (xGMI), one direct cable of `xgmi_link_bandwidth` each way per GPU
+//    pair, so each GPU has gpus - 1 links and a GPU pair exactly one (GPU -> GPU).
 #pragma once
 
 #include <cmath>
@@ -20,9 +24,13 @@ struct ServerSpec {
   Bandwidth nic_speed = Bandwidth::gbps(400);  // line rate
   fabric::WireFormat wire;                     // the NIC link's framing
   double nic_efficiency = 1.0;                 // achieved / wire payload rate
+  fabric::ScaleUp scale_up = fabric::ScaleUp::NvSwitch;
   Bandwidth nvlink_bandwidth = Bandwidth::gbps(3600);
   double nvlink_efficiency = 1.0;  // achieved / nominal NVLink bandwidth
   Time nvlink_latency{};
+  Bandwidth xgmi_link_bandwidth = Bandwidth::gbps(512);  // per GPU pair per direction
+  double xgmi_efficiency = 1.0;                          // achieved / nominal xGMI bandwidth
+  Time xgmi_latency{};
   Bandwidth pcie_bandwidth = Bandwidth::gbps(400);  // payload rate per direction
   Time pcie_latency{};
 
@@ -36,6 +44,10 @@ struct ServerSpec {
   Bandwidth fabric_payload_rate(Bandwidth speed) const { return scale(speed, wire.efficiency()); }
   /// Capacity of a GPU's NVLink as flows see it.
   Bandwidth nvlink_payload_rate() const { return scale(nvlink_bandwidth, nvlink_efficiency); }
+  /// Capacity of one xGMI link (one GPU pair, one direction) as flows see it.
+  Bandwidth xgmi_payload_rate() const { return scale(xgmi_link_bandwidth, xgmi_efficiency); }
+  /// Whether the GPUs share an NVSwitch node (not a mesh, and more than one GPU).
+  bool has_nvswitch() const { return scale_up == fabric::ScaleUp::NvSwitch && gpus > 1; }
 
  private:
   static Bandwidth scale(Bandwidth b, double f) {
@@ -46,15 +58,19 @@ struct ServerSpec {
 const ParamTable& server_table();
 ServerSpec read_server(const ParamReader& node_section);
 
-/// Adds one server's GPUs, NICs and NVSwitch with their internal links and registers it. Returns
-/// the index of the server; its NICs are `fabric.servers()[i].first_nic + k`.
+/// Adds one server's GPUs, NICs and NVSwitch (or xGMI mesh) with their internal links and
+/// registers it. Returns the index of the server; its NICs are `fabric.servers()[i].first_nic + k`.
 uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone);
 /// Nodes and directed links one server adds (for Fabric::reserve); its NIC cables not included.
+/// PCIe: 2 per GPU; NVSwitch: 2 per GPU; mesh: gpus (gpus - 1), one per ordered GPU pair.
 inline size_t server_nodes(const ServerSpec& s) {
-  return s.gpus + s.nics + (s.gpus > 1 ? 1 : 0);
+  return s.gpus + s.nics + (s.has_nvswitch() ? 1 : 0);
 }
 inline size_t server_links(const ServerSpec& s) {
-  return 2 * s.gpus * (s.gpus > 1 ? 2 : 1);
+  const size_t scale_up = s.scale_up == fabric::ScaleUp::Mesh ? size_t{s.gpus} * (s.gpus - 1)
+                          : s.gpus > 1                        ? 2 * size_t{s.gpus}
+                                                              : 0;
+  return 2 * size_t{s.gpus} + scale_up;
 }
 
 /// Per-role switch settings shared by builders: forwarding latency and buffer.

@@ -220,6 +220,98 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// A dataset that mixes clusters (the AMD Accelerator Cloud file holds MI300X, MI325X and MI355X
+// tables): each cluster's scenario is validated on its own tables, copied verbatim into a
+// dataset of their own.
+
+/// Writes `path`: the head of a measured dataset (up to `tables:`) and, as written, the blocks of
+/// the tables whose names start with one of `prefixes`. Returns how many tables it kept.
+size_t write_cluster_tables(const std::string& dataset, const std::vector<std::string>& prefixes,
+                            const std::string& path) {
+  const std::string text =
+      slurp(source_path(fmt::format("validation/data/measured/{}.yaml", dataset)));
+  const size_t first = text.find("\n- name: ");
+  if (first == std::string::npos) return 0;
+  std::string subset = text.substr(0, first + 1);
+  size_t kept = 0;
+  for (size_t at = first + 1; at < text.size();) {
+    const size_t next = std::min(text.find("\n- name: ", at), text.size());
+    const std::string block = text.substr(at, next + 1 - at);
+    for (const std::string& prefix : prefixes) {
+      if (block.rfind("- name: " + prefix, 0) == 0) {
+        subset += block;
+        ++kept;
+        break;
+      }
+    }
+    at = next + 1;
+  }
+  std::ofstream(path) << subset;
+  return kept;
+}
+
+struct ClusterCase {
+  const char* scenario;             // validation/scenarios/<scenario>.yaml
+  const char* dataset;              // validation/data/measured/<dataset>.yaml
+  std::vector<std::string> tables;  // name prefixes of this cluster's tables
+  size_t table_count;               // how many tables they select
+};
+
+class ValidateCluster : public testing::TestWithParam<ClusterCase> {};
+
+TEST_P(ValidateCluster, ItsTablesOfAMixedDatasetOnItsScenario) {
+  const ClusterCase& c = GetParam();
+  const TempDir dir("cli-validate-cluster");
+  const std::string dataset = dir / "measured.yaml";
+  ASSERT_EQ(write_cluster_tables(c.dataset, c.tables, dataset), c.table_count);
+
+  const CommandResult r = run_cli(fmt::format(
+      "validate --measured {} --scenario {} -o {}", dataset,
+      source_path(fmt::format("validation/scenarios/{}.yaml", c.scenario)), dir / "out"));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Absolute relative errors per size band"));
+  size_t measured = 0;
+  const validation::NcclTestsLog log = validation::read_measured_dataset(dataset);
+  EXPECT_EQ(log.tables.size(), c.table_count);
+  for (const validation::NcclTestsTable& t : log.tables)
+    measured += t.rows.size();
+  size_t lines = 0;
+  std::istringstream csv(slurp(dir / "out/validation.csv"));
+  for (std::string line; std::getline(csv, line);)
+    ++lines;
+  EXPECT_EQ(lines, measured + 1);  // and the header
+  EXPECT_GT(std::filesystem::file_size(dir / "out/validation.png"), 10000u);
+  const CommandResult check = check_results(dir / "out/validation.h5", "--tables-only");
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+const std::vector<ClusterCase> kAmdClusters = {
+    {"amd-mi300x-roce",
+     "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce",
+     {"aac8_mi300x_", "aac10_mi300x_"},
+     2},
+    {"amd-mi325x-roce", "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce", {"aac11_mi325x_"}, 4},
+    {"amd-mi355x-pollara", "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce", {"aac14_mi355x_"}, 1},
+};
+
+INSTANTIATE_TEST_SUITE_P(Clusters, ValidateCluster, testing::ValuesIn(kAmdClusters),
+                         [](const auto& p) {
+                           std::string s = p.param.scenario;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+TEST(ValidateClusters, EveryTableOfTheMixedDatasetHasItsScenario) {
+  // The clusters' table selections together cover the whole AMD file.
+  size_t selected = 0;
+  for (const ClusterCase& c : kAmdClusters)
+    selected += c.table_count;
+  EXPECT_EQ(selected, validation::read_measured_dataset(
+                          source_path("validation/data/measured/"
+                                      "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce.yaml"))
+                          .tables.size());
+}
+
 TEST(ValidateErrors, ATableWithMoreRanksThanTheJobIsALocatedError) {
   // The H100 dataset has tables of 32 and 64 ranks; the AWS scenario's job has 16 GPUs: exit 2,
   // naming the table's line in the dataset, nothing written.
@@ -322,6 +414,25 @@ TEST(CalibrateFit, FitsTheDevelopmentDataAndFeedsValidate) {
   ASSERT_EQ(h5.exit_code, 0) << h5.err;
   EXPECT_THAT(h5.out, HasSubstr("topology.node.nic_efficiency: "));
   EXPECT_THAT(h5.out, HasSubstr("calibration.yaml:"));
+}
+
+TEST(CalibrateFit, OnAnXgmiMeshTheDefaultsFitTheXgmiEfficiency) {
+  // An MI355X cluster (`scale_up: mesh`) has no NVLink: the default parameters fit
+  // topology.node.xgmi_efficiency where an NVSwitch server fits nvlink_efficiency.
+  const TempDir dir("cli-calibrate-mesh");
+  const std::string measured = dir / "measured.yaml", cal = dir / "calibration.yaml";
+  ASSERT_EQ(write_cluster_tables("amd_aac_mi300x_mi325x_mi355x_rccl_allreduce", {"aac14_mi355x_"},
+                                 measured),
+            1u);
+  const CommandResult r =
+      run_cli(fmt::format("calibrate fit --measured {} --scenario {} -o {} --threads 2", measured,
+                          source_path("validation/scenarios/amd-mi355x-pollara.yaml"), cal));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("topology.node.xgmi_efficiency"));
+  EXPECT_THAT(r.out, testing::Not(HasSubstr("nvlink_efficiency")));
+  const std::vector<scenario::ParamOverride> values = scenario::read_calibration_file(cal);
+  ASSERT_EQ(values.size(), 5u);
+  EXPECT_EQ(values[1].path, "topology.node.xgmi_efficiency");
 }
 
 TEST(CalibrateFit, ANicProbeFixesTheNicEfficiency) {

@@ -657,6 +657,77 @@ TEST(NcclTuning, ChoosesAsNcclDoesOnHgxH100) {
   }
 }
 
+TEST(NcclLayout, HamiltonianDecompositionUsesEveryLinkOnce) {
+  // The complete directed graph on n vertices splits into n - 1 directed Hamiltonian cycles for
+  // every n but 4 and 6 (Tillson 1980): each cycle visits all n vertices, and together they use
+  // each of the n (n - 1) arcs exactly once.
+  for (int n : {2, 3, 5, 7, 8}) {
+    const std::vector<std::vector<int>> cycles = hamiltonian_decomposition(n);
+    ASSERT_EQ(cycles.size(), static_cast<size_t>(n - 1)) << n;
+    std::set<std::pair<int, int>> arcs;
+    for (const std::vector<int>& c : cycles) {
+      ASSERT_EQ(c.size(), static_cast<size_t>(n));
+      EXPECT_EQ(std::set<int>(c.begin(), c.end()).size(), static_cast<size_t>(n));
+      for (size_t i = 0; i < c.size(); ++i)
+        arcs.insert({c[i], c[(i + 1) % c.size()]});
+    }
+    EXPECT_EQ(arcs.size(), static_cast<size_t>(n * (n - 1))) << n;
+  }
+  EXPECT_TRUE(hamiltonian_decomposition(4).empty());
+}
+
+TEST(NcclBehaviour, RingsOverAnXgmiMeshUseEveryLink) {
+  // One 8 x MI300X server, xGMI full mesh of 7 links per GPU at 64 GB/s x 0.75 = 48 GB/s, RCCL:
+  // its 56 channels follow the 7 Hamiltonian cycles of the mesh in turn, so every directed link
+  // carries 8 channels and a GPU sends on all 7 links: the ring's bus bandwidth reaches
+  // 7 x 48 = 336 GB/s (a single ring order would put every channel on one link: 48 GB/s).
+  // 8 GiB, NCCL latencies off: busbw within 1% of 336.
+  const auto w = run(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 1
+  node: {gpus: 8, gpu_arch: cdna3, scale_up: mesh, xgmi_link_bandwidth: 64GB/s,
+         xgmi_efficiency: 0.75}
+  leaf: {uplinks: 8}
+  spine: {count: 1}
+nccl: {library: rccl, NCCL_ALGO: Ring, NCCL_PROTO: Simple, hop_latency_factor: 0,
+       launch_latency: 0s}
+workloads:
+  - {name: ar, type: nccl, collective: allreduce, bytes: 8GiB}
+)");
+  EXPECT_EQ(w.at("ar")["channels"], 56);
+  EXPECT_NEAR(w.at("ar")["busbw_GBps"], 336, 0.01 * 336);
+}
+
+TEST(NcclTuning, RcclModelFiveByHand) {
+  // RCCL's model 5 (MI300X), Ring/Simple AllReduce on 2 nodes x 8 GPUs, its graph of 8 channels
+  // at 48 GB/s: latency = baseLat 17 + 28 xGMI steps x max(hwLat 2.1, 3 x net overhead 1) + 2
+  // network steps x 320 = 741 us (no plateau in RCCL); bus = 8 x 48 x bwRatio 1.0 = 384 GB/s,
+  // algbw = 384 x 16/30 = 204.8 GB/s, times the ring correction at 1 GiB (Simple,
+  // log2(2^30 / 64) = 24: 1.0). Its protocol ranges override the model on 2 nodes: LL up to 1 MiB
+  // per rank, LL128 up to 9 MiB, Simple beyond.
+  TuningInput in;
+  in.nranks = 16;
+  in.nnodes = 2;
+  in.ppn = 8;
+  in.channels = 64;
+  in.graph_channels = 8;
+  in.bw_intra = in.bw_inter = 48;
+  in.arch = fabric::GpuArch::Cdna3;
+  in.rccl = rccl_model("rccl-mi300");
+  ASSERT_NE(in.rccl, nullptr);
+  const TuningTables& t = tuning_tables("rccl-mi300");
+  const double gib = 1 << 30;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, gib),
+              17 + 28 * 3.0 + 2 * 320 + gib / (1000 * 384 * 16.0 / 30), 1e-6);
+  EXPECT_EQ(choose(t, in, 512 * 1024, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+  EXPECT_EQ(choose(t, in, 4 << 20, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+  EXPECT_EQ(choose(t, in, gib, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::Simple);
+  // NCCL_PROTO set: RCCL's ranges do not apply.
+  EXPECT_EQ(choose(t, in, 512 * 1024, kAnyAlgorithm, only(Protocol::Simple)).protocol,
+            Protocol::Simple);
+}
+
 TEST(NcclParameters, AlgoAndProtoListsAsNcclReadsThem) {
   std::string bad;
   const auto m = parse_nccl_list("^NVLS,nvlstree", true, bad);

@@ -20,7 +20,8 @@ constexpr int kSliceSteps = kNcclSteps / 4;
 // The least data NCCL gives a channel before it uses fewer channels: its per-thread thresholds
 // (NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64
 // bytes) times the threads of a channel (512, 640 and 512).
-constexpr double kMinChannelBytes[3] = {8.0 * 512, 8.0 * 640, 64.0 * 512};
+constexpr double kThreads[3] = {512, 640, 512};
+constexpr double kMinChannelBytes[3] = {8.0 * kThreads[0], 8.0 * kThreads[1], 64.0 * kThreads[2]};
 // Per-peer point-to-point buffer: NCCL_STEPS chunks of NCCL_P2P_NET_CHUNKSIZE.
 constexpr int kP2pSteps = kNcclSteps;
 
@@ -69,8 +70,8 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
       comm_(f, std::move(ranks)),
       config_(config),
       tables_(tuning_tables(config.tuning_tables)) {
-  // The wire of NCCL's reference hops (see step_cost_us): GPU -> NVLink domain -> GPU inside a
-  // server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
+  // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
+  // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
   const fabric::NodeId g = comm_.ranks().front();
   auto latency_to = [&](fabric::NodeId from, auto&& pick) {
     for (fabric::LinkId l : f_.out_links(from)) {
@@ -78,10 +79,7 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     }
     return 0.0;
   };
-  ref_nvlink_us_ =
-      2 * latency_to(g, [](const fabric::Node& n) {
-        return n.kind == fabric::NodeKind::Switch && n.role == fabric::SwitchRole::NvSwitch;
-      });
+  ref_nvlink_us_ = f_.server_of(g).scale_up_latency.in_us();
   const fabric::NodeId nic = f_.nic_of_gpu(g);
   if (nic != fabric::kNone) {
     const fabric::NodeId sw = f_.first_hop_switch(nic);
@@ -96,12 +94,18 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
 }
 
 int OpRunner::channels_for(int64_t bytes, Protocol p) const {
-  int c = std::min(kMaxChannels, 2 * comm_.nics_per_node());
+  // NCCL: two channels per NIC (its graph's rings, doubled). RCCL on MI300-class GPUs: 64
+  // across nodes (its rome model's rings), 56 inside one (28 xGMI rings, doubled) (HARDWARE.md
+  // 6; ROCm/rccl src/graph/connect.cc).
+  int c = config_.rccl ? (comm_.nnodes() > 1 ? 64 : 56)
+                       : std::min(kMaxChannels, 2 * comm_.nics_per_node());
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
   c = std::max(c, std::max(config_.min_channels, config_.min_ctas));
-  const double min_bytes = kMinChannelBytes[static_cast<int>(p)];
+  // RCCL's channels run 256 threads (64-wide wavefronts), NCCL's 512 or 640.
+  const double min_bytes = kMinChannelBytes[static_cast<int>(p)] *
+                           (config_.rccl ? 256.0 / kThreads[static_cast<int>(p)] : 1.0);
   const int by_size = static_cast<int>(static_cast<double>(bytes) / min_bytes);
   return std::max(1, std::min(c, by_size));
 }
@@ -117,7 +121,8 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   const fabric::Server& server = f_.servers()[f_.node(g).server];
   in.arch = server.arch;
   const fabric::NodeId nic = f_.nic_of_gpu(g);
-  const double nvlink = link_gbytes(f_, g, fabric::NodeKind::Switch, fabric::SwitchRole::NvSwitch);
+  // A GPU's scale-up bandwidth: its NVLink to the NVSwitch, or all its xGMI links.
+  const double nvlink = f_.scale_up_bandwidth(g).bytes_per_second() * 1e-9;
   // A GPU's way out of its server: its PCIe link to the NIC and the NIC's cable, whichever is
   // narrower (NCCL's GPU -> NIC path bandwidth).
   double nic_path = link_gbytes(f_, g, fabric::NodeKind::Nic, fabric::SwitchRole::None);
@@ -146,6 +151,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
   in.collnet = config_.collnet;
   in.net_overhead_us = config_.net_overhead.in_us();
+  in.rccl = rccl_model(config_.tuning_tables);
   return in;
 }
 
@@ -238,7 +244,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
 void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root) {
   const Protocol p = result_.protocol;
   const Algorithm a = result_.algorithm;
-  const ProtocolTraits traits = protocol_traits(p);
+  const ProtocolTraits traits = protocol_traits(p, config_.rccl);
   const double step_wire = config_.buffer(p).as_double() / kNcclSteps;
   const double step_data = step_wire * traits.efficiency;
   const bool bcast_like = c == Collective::Broadcast || c == Collective::Reduce;
@@ -257,7 +263,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     Channel chan;
     std::vector<Edge> edges;
     if (a == Algorithm::Ring && !bcast_like) {
-      edges = comm_.ring(ch, config_.pxn);
+      edges = comm_.ring(ch, pxn());
       const double steps = c == Collective::AllReduce ? 2.0 * (n - 1) : n - 1.0;
       const double loops = std::max(1.0, std::ceil(data / (n * chunk_data)));
       const double c_data = data / (n * loops);
@@ -274,7 +280,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.slice /= traits.efficiency;
       chan.wire_bytes = chan.steps * chan.chunk;
     } else if (bcast_like) {
-      edges = comm_.chain(ch, root_gpu, c == Collective::Reduce, config_.pxn);
+      edges = comm_.chain(ch, root_gpu, c == Collective::Reduce, pxn());
       chan.ring = false;
       chan.hops = static_cast<int>(edges.size());
       chan.slice = std::min(slice_data, data) / traits.efficiency;
@@ -393,6 +399,8 @@ double OpRunner::protocol_cap() const {
   // graph: spread over the channels the kernel runs, and for trees and CollNet halved, since
   // their bus bandwidth counts the data going up and coming down (algBw = busBw / 2).
   const TuningInput in = tuning_input(result_.collective, result_.channels);
+  // RCCL's HIP build has none of these caps (its model scales bandwidth by ratios instead).
+  if (in.rccl != nullptr) return network::kNoRateCap;
   const ProtocolCaps& caps = protocol_caps(in.arch);
   const int col = caps_column(in.nnodes);
   const double per_graph = static_cast<double>(in.graph_channels) / result_.channels;
@@ -467,7 +475,7 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     if (b <= 0 || i == j) return;
     Edge e{r[static_cast<size_t>(i)], r[static_cast<size_t>(j)], fabric::kNone,
            f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server};
-    if (e.network && config_.pxn) {
+    if (e.network && pxn()) {
       // PXN: cross NVLink to the sender node's GPU on the receiver's rail.
       for (size_t k = 0; k < comm_.nodes().size(); ++k) {
         if (f_.node(comm_.nodes()[k].front()).server == f_.node(e.src).server) {
@@ -547,7 +555,8 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
         // post the credit (clear-to-send).
         cap = std::min(cap, buffer / ((2 * chan.latency_us[i] + credit_us) * 1e-6));
       }
-      cap = std::min(cap, protocol_cap() / protocol_traits(result_.protocol).efficiency);
+      cap = std::min(cap,
+                     protocol_cap() / protocol_traits(result_.protocol, config_.rccl).efficiency);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
                    tag(kPipeline, ch), result_.algorithm == Algorithm::CollNet);

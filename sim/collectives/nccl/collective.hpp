@@ -85,6 +85,9 @@ class OpRunner {
   const NcclConfig& config() const { return config_; }
   /// Channels an operation of `bytes` would use with a protocol.
   int channels_for(int64_t bytes, Protocol p) const;
+  /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
+  /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
+  bool pxn() const { return config_.pxn && (!config_.rccl || comm_.nranks() >= 64); }
   /// Channels of an NVLS or NVLSTree operation (NCCL's nvlsChannels; no per-size reduction).
   int nvls_channels() const;
 

@@ -1,9 +1,11 @@
 #include "sim/collectives/nccl/layout.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "sim/core/error.hpp"
+#include "sim/core/rng.hpp"
 
 namespace rocesim::collectives::nccl {
 
@@ -61,6 +63,8 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
   for (const auto& n : nodes_)
     ppn_ = std::max(ppn_, static_cast<int>(n.size()));
   nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
+  mesh_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Mesh;
+  mesh_orders_.resize(nodes_.size());
 }
 
 int Communicator::rail_of(fabric::NodeId gpu) const {
@@ -74,21 +78,133 @@ fabric::NodeId Communicator::rail_gpu(int node, int rail) const {
   return nodes_[node].front();
 }
 
-std::vector<fabric::NodeId> Communicator::node_order(int node, int rail) const {
-  const std::vector<fabric::NodeId>& g = nodes_[node];
-  const auto start = std::find(g.begin(), g.end(), rail_gpu(node, rail));
+std::vector<std::vector<int>> hamiltonian_decomposition(int n) {
+  if (n < 2) return {};
+  std::vector<std::vector<char>> used(static_cast<size_t>(n),
+                                      std::vector<char>(static_cast<size_t>(n), 0));
+  std::vector<std::vector<int>> cycles;
+  RandomStream rng(1, "nccl/mesh-rings");
+  long budget = 2'000'000;  // node expansions before giving up
+  std::vector<int> path;
+  std::vector<char> seen;
+  // One Hamiltonian cycle from 0 over unused arcs, candidates in random order.
+  const std::function<bool()> extend = [&]() -> bool {
+    if (--budget < 0) return false;
+    if (static_cast<int>(path.size()) == n) {
+      return used[static_cast<size_t>(path.back())][0] == 0;
+    }
+    const auto from = static_cast<size_t>(path.back());
+    std::vector<int> next;
+    for (int to = 0; to < n; ++to) {
+      if (seen[static_cast<size_t>(to)] == 0 && used[from][static_cast<size_t>(to)] == 0)
+        next.push_back(to);
+    }
+    for (size_t i = next.size(); i > 1; --i)
+      std::swap(next[i - 1], next[rng.below(i)]);
+    for (int to : next) {
+      seen[static_cast<size_t>(to)] = 1;
+      path.push_back(to);
+      if (extend()) return true;
+      path.pop_back();
+      seen[static_cast<size_t>(to)] = 0;
+    }
+    return false;
+  };
+  const auto mark = [&](const std::vector<int>& c, char v) {
+    for (size_t i = 0; i < c.size(); ++i)
+      used[static_cast<size_t>(c[i])][static_cast<size_t>(c[(i + 1) % c.size()])] = v;
+  };
+  // Cycles one after another; a cycle that leaves the rest unsolvable is retried a few times.
+  const std::function<bool()> solve = [&]() -> bool {
+    if (static_cast<int>(cycles.size()) == n - 1) return true;
+    for (int attempt = 0; attempt < 64 && budget > 0; ++attempt) {
+      path.assign(1, 0);
+      seen.assign(static_cast<size_t>(n), 0);
+      seen[0] = 1;
+      if (!extend()) return false;
+      cycles.push_back(path);
+      mark(path, 1);
+      if (solve()) return true;
+      mark(cycles.back(), 0);
+      cycles.pop_back();
+    }
+    return false;
+  };
+  if (!solve()) return {};
+  return cycles;
+}
+
+const std::vector<int>& Communicator::mesh_order(int node, int channel) const {
+  const std::vector<fabric::NodeId>& g = nodes_[static_cast<size_t>(node)];
+  const int n = static_cast<int>(g.size());
+  MeshOrders& m = mesh_orders_[static_cast<size_t>(node)];
+  if (m.used.empty()) {
+    m.used.assign(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n)));
+    m.cycles = hamiltonian_decomposition(n);
+  }
+  // With a decomposition, channel c takes cycle c mod (n - 1), from the channel's first GPU:
+  // every link carries the same number of channels (to within one).
+  while (!m.cycles.empty() && static_cast<int>(m.channels.size()) <= channel) {
+    const int c = static_cast<int>(m.channels.size());
+    const fabric::NodeId first_gpu =
+        nnodes() == 1 ? g[static_cast<size_t>(c % n)] : rail_gpu(node, c % nics_);
+    const int first = static_cast<int>(std::find(g.begin(), g.end(), first_gpu) - g.begin());
+    const std::vector<int>& cycle = m.cycles[static_cast<size_t>(c % (n - 1))];
+    const auto at = std::find(cycle.begin(), cycle.end(), first) - cycle.begin();
+    std::vector<int> order(cycle.begin() + at, cycle.end());
+    order.insert(order.end(), cycle.begin(), cycle.begin() + at);
+    m.channels.push_back(std::move(order));
+  }
+  // Otherwise channels in order, each greedily: from its first GPU, always to the unvisited GPU
+  // over the least used link (lowest position on ties), then back to the first (the ring's return,
+  // or PXN's hand-over to the rail GPU), counting the links it takes.
+  while (static_cast<int>(m.channels.size()) <= channel) {
+    const int c = static_cast<int>(m.channels.size());
+    const fabric::NodeId first =
+        nnodes() == 1 ? g[static_cast<size_t>(c % n)] : rail_gpu(node, c % nics_);
+    std::vector<int> order{static_cast<int>(std::find(g.begin(), g.end(), first) - g.begin())};
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    seen[static_cast<size_t>(order.front())] = true;
+    while (static_cast<int>(order.size()) < n) {
+      const auto from = static_cast<size_t>(order.back());
+      int best = -1;
+      for (int to = 0; to < n; ++to) {
+        if (seen[static_cast<size_t>(to)]) continue;
+        if (best < 0 ||
+            m.used[from][static_cast<size_t>(to)] < m.used[from][static_cast<size_t>(best)]) {
+          best = to;
+        }
+      }
+      ++m.used[from][static_cast<size_t>(best)];
+      seen[static_cast<size_t>(best)] = true;
+      order.push_back(best);
+    }
+    if (n > 1) ++m.used[static_cast<size_t>(order.back())][static_cast<size_t>(order.front())];
+    m.channels.push_back(std::move(order));
+  }
+  return m.channels[static_cast<size_t>(channel)];
+}
+
+std::vector<fabric::NodeId> Communicator::node_order(int node, int channel) const {
+  const std::vector<fabric::NodeId>& g = nodes_[static_cast<size_t>(node)];
+  if (mesh_) {
+    std::vector<fabric::NodeId> out;
+    for (int i : mesh_order(node, channel))
+      out.push_back(g[static_cast<size_t>(i)]);
+    return out;
+  }
+  const auto start = std::find(g.begin(), g.end(), rail_gpu(node, channel % nics_));
   std::vector<fabric::NodeId> out(start, g.end());
   out.insert(out.end(), g.begin(), start);
   return out;
 }
 
 std::vector<fabric::NodeId> Communicator::ring_order(int channel) const {
-  if (nnodes() == 1) return ranks_;
-  const int rail = channel % nics_;
+  if (nnodes() == 1 && !mesh_) return ranks_;
   std::vector<fabric::NodeId> out;
   out.reserve(ranks_.size());
   for (int k = 0; k < nnodes(); ++k) {
-    const std::vector<fabric::NodeId> o = node_order(k, rail);
+    const std::vector<fabric::NodeId> o = node_order(k, channel);
     out.insert(out.end(), o.begin(), o.end());
   }
   return out;
@@ -151,9 +267,8 @@ std::vector<fabric::NodeId> Communicator::leaders(int channel) const {
 
 Communicator::Tree Communicator::collnet_chains(int channel) const {
   Tree t;
-  const int rail = channel % nics_;
   for (int k = 0; k < nnodes(); ++k) {
-    const std::vector<fabric::NodeId> o = node_order(k, rail);
+    const std::vector<fabric::NodeId> o = node_order(k, channel);
     for (size_t i = o.size(); i-- > 1;) {
       t.up.push_back(edge(o[i], o[i - 1], false));
       t.down.push_back(edge(o[i - 1], o[i], false));

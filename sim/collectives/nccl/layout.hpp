@@ -46,6 +46,13 @@ BtreeLinks btree(int n, int rank);
 /// by one (odd n), so that ranks that are leaves in one tree are inner nodes in the other.
 BtreeLinks dtree(int n, int rank, int t);
 
+/// n - 1 directed Hamiltonian cycles of the complete directed graph on n vertices that use
+/// every arc exactly once (they exist for every n but 4 and 6: Tillson 1980), found by a
+/// seeded backtracking search that gives up after a bounded amount of work; each cycle starts
+/// at vertex 0. Empty when none is found. The rings RCCL lays over a full xGMI mesh use every
+/// link of every GPU, as these do.
+std::vector<std::vector<int>> hamiltonian_decomposition(int n);
+
 class Communicator {
  public:
   Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks);
@@ -63,7 +70,8 @@ class Communicator {
   /// The GPU of node k on rail r (its first GPU if none of its GPUs is on that rail).
   fabric::NodeId rail_gpu(int node, int rail) const;
 
-  /// GPUs of a channel's ring in ring order (all ranks).
+  /// GPUs of a channel's ring in ring order (all ranks): each node's GPUs in the channel's
+  /// node order (see node_order), nodes in communicator order.
   std::vector<fabric::NodeId> ring_order(int channel) const;
   /// The edges of a channel's ring: ring_order()[i] -> ring_order()[i+1], and the last back to
   /// the first.
@@ -93,8 +101,13 @@ class Communicator {
   std::vector<fabric::NodeId> leaders(int channel) const;
 
  private:
-  /// The node's GPUs in chain order starting at its rail-r GPU.
-  std::vector<fabric::NodeId> node_order(int node, int rail) const;
+  /// The node's GPUs in a channel's chain order, starting at its GPU on the channel's rail (any
+  /// GPU on one node). Behind an NVSwitch every order costs the same and the rotation of the
+  /// node's GPUs is used; in an xGMI mesh each channel takes the order whose links earlier
+  /// channels used least, as RCCL's rings spread over all of a GPU's links.
+  std::vector<fabric::NodeId> node_order(int node, int channel) const;
+  /// Positions (in nodes_[node]) of the mesh order of every channel up to `channel`.
+  const std::vector<int>& mesh_order(int node, int channel) const;
   Edge edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const;
 
   const fabric::Fabric& f_;
@@ -102,6 +115,13 @@ class Communicator {
   std::vector<std::vector<fabric::NodeId>> nodes_;
   int ppn_ = 1;
   int nics_ = 1;
+  bool mesh_ = false;
+  struct MeshOrders {
+    std::vector<std::vector<int>> cycles;    // hamiltonian_decomposition of the node's size
+    std::vector<std::vector<int>> channels;  // positions in nodes_[node], per channel
+    std::vector<std::vector<int>> used;      // directed link use counts [from][to]
+  };
+  mutable std::vector<MeshOrders> mesh_orders_;
 };
 
 }  // namespace rocesim::collectives::nccl

@@ -114,11 +114,19 @@ constexpr Param kNcclParams[] = {
      .fallback = "1us",
      .help = "host overhead per network step (NCCL: 1 us Intel, 2 us AMD; x3 for Simple)",
      .check = Check::NonNegative},
+    {.key = "library",
+     .type = ParamType::Choice,
+     .fallback = "nccl",
+     .help = "the collective library: nccl (NVIDIA) or rccl (AMD: its tuning model, channel "
+             "counts, 256 threads per channel, LL128 lines of 64 bytes)",
+     .choices = "nccl|rccl"},
     {.key = "tuning_tables",
      .type = ParamType::Choice,
-     .fallback = "newest",
-     .help = "the NCCL release whose tuning.cc constants (latencies, bandwidth caps) are used",
-     .choices = "newest|2.20.3"},
+     .help = "the release whose tuning.cc constants (latencies, bandwidth caps) are used: "
+             "newest or 2.20.3 of NCCL, rccl-mi300 (RCCL's model 5, MI300-class servers); "
+             "default: newest for nccl, rccl-mi300 for rccl",
+     .choices = "newest|2.20.3|rccl-mi300",
+     .optional = true},
     {.key = "launch_latency",
      .type = ParamType::Time,
      .help = "fixed cost of each operation (default: NCCL's baseLat of the algorithm and "
@@ -286,7 +294,8 @@ std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, 
   return mask;
 }
 
-ProtocolTraits protocol_traits(Protocol p) {
+ProtocolTraits protocol_traits(Protocol p, bool rccl) {
+  if (rccl && p == Protocol::LL128) return {56.0 / 64.0, 56, false};
   // LL: 16-byte lines of 8 data bytes and 8 flag bytes; LL128: 128-byte lines of 120 data
   // bytes; Simple: bulk data, synchronised once per step (MODELS.md 5.3).
   switch (p) {
@@ -367,7 +376,19 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
   if (take("NCCL_COLLNET_ENABLE")) c.collnet = flag(r, "NCCL_COLLNET_ENABLE");
   if (take("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");
-  if (take("tuning_tables")) c.tuning_tables = r.choice("tuning_tables");
+  if (take("library")) {
+    c.rccl = r.choice("library") == "rccl";
+    if (!r.has("tuning_tables")) c.tuning_tables = c.rccl ? "rccl-mi300" : "newest";
+  }
+  if (r.has("tuning_tables")) {
+    c.tuning_tables = r.choice("tuning_tables");
+    if (c.rccl != (c.tuning_tables == "rccl-mi300")) {
+      r.fail("tuning_tables",
+             c.rccl ? "RCCL's tables (rccl-mi300) with library: rccl"
+                    : "NCCL's tables (newest, 2.20.3) with library: nccl",
+             c.tuning_tables);
+    }
+  }
   if (r.has("launch_latency")) c.launch_latency = r.time("launch_latency");
   if (take("base_latency_factor")) c.base_latency_factor = r.number("base_latency_factor");
   if (take("credit_latency")) c.credit_latency = r.time("credit_latency");

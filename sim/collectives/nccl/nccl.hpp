@@ -65,7 +65,8 @@ struct ProtocolTraits {
   double line_bytes;  // data per synchronisation unit: the granularity of forwarding
   bool slices;        // forwards per slice of steps (Simple) rather than per line
 };
-ProtocolTraits protocol_traits(Protocol p);
+/// `rccl`: RCCL's LL128 lines are 64 bytes with 56 of data (ROCm/rccl src/include/device.h).
+ProtocolTraits protocol_traits(Protocol p, bool rccl = false);
 
 inline constexpr int kNcclSteps = 8;     // NCCL_STEPS: buffer slots per connection
 inline constexpr int kMaxChannels = 32;  // MAXCHANNELS
@@ -108,6 +109,7 @@ struct NcclConfig {
   bool collnet = false;                // NCCL_COLLNET_ENABLE
   Time net_overhead = Time::us(1);     // NCCL_NET_OVERHEAD
   // The model's own parameters.
+  bool rccl = false;                     // library: rccl (AMD) instead of nccl
   std::string tuning_tables = "newest";  // pinned tuning.cc constants
   std::optional<Time> launch_latency;    // per operation; default: NCCL's baseLat
   double base_latency_factor = 1.0;      // scales NCCL's baseLat (without launch_latency)

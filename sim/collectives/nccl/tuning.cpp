@@ -31,6 +31,32 @@ constexpr TuningTables kV2203{
      {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}}},
     false};
 
+// RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
+// MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies.
+constexpr RcclModel kRcclMi300{
+    {"rccl-mi300",
+     {{12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {0, 0, 0}, {0, 0, 0}},
+     {{{0.9, 0.9, 2.3}, {0.8, 0.8, 2.1}, {0.0, 0.0, 0.9}, {0, 0, 0}, {0, 0, 0}},
+      {{2.2, 2.2, 5.7}, {2.2, 2.2, 5.7}, {0.0, 0.0, 5.7}, {0, 0, 0}, {0, 0, 0}},
+      {{10.5, 10.5, 25.0}, {9.5, 9.5, 320.0}, {0.0, 0.0, 10.5}, {0, 0, 0}, {0, 0, 0}}},
+     true},
+    {{{0.06, 0.06, 0.11}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}},
+     {{0.06, 0.06, 0.59}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}}},
+    {{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 1.0, 0.9,
+      1.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
+     {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 1.0, 0.9,
+      1.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
+     {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1,
+      0.1, 0.7, 1.0, 1.0, 1.0, 1.0, 1.0, 0.7, 0.7, 0.5, 0.6, 0.6, 0.6}},
+    {{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 0.2, 1.0,
+      0.4, 0.4, 0.1, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
+     {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 0.2, 1.0,
+      0.4, 0.4, 0.1, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
+     {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1,
+      0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 0.8, 1.0, 1.0, 1.0}},
+    1048576,
+    9437184};
+
 // NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes; Blackwell is twice
 // Hopper in 2.27. NVLS efficiency from NCCL 2.30 (no NVLS before Hopper).
 constexpr ProtocolCaps kVoltaCaps{39.0, {20, 20, 20}, {20, 20, 20}, {26.5, 18.5, 10.0}, 0};
@@ -113,8 +139,13 @@ const ProtocolCaps& protocol_caps(fabric::GpuArch arch) {
   return kHopperCaps;
 }
 
+const RcclModel* rccl_model(std::string_view release) {
+  return release == kRcclMi300.tables.name ? &kRcclMi300 : nullptr;
+}
+
 const TuningTables& tuning_tables(std::string_view release) {
   if (release == "2.20.3") return kV2203;
+  if (release == kRcclMi300.tables.name) return kRcclMi300.tables;
   return kNewest;
 }
 
@@ -143,7 +174,9 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     bus =
         in.nvls_heads * std::min(in.nvls_bw_intra, in.nnodes <= 2 ? in.bw_inter : in.bw_inter / 2);
   }
-  if (a == Algorithm::Ring && p == Protocol::LL) {
+  if (in.rccl != nullptr) {
+    bus *= in.rccl->bw_ratio[in.nnodes <= 2 ? 0 : 1][ai(a)][pi(p)];
+  } else if (a == Algorithm::Ring && p == Protocol::LL) {
     const double f = t.ring_ll_half ? 0.5
                      : (in.nnodes > 1 || in.collective == Collective::AllReduce ||
                         in.collective == Collective::Reduce)
@@ -151,10 +184,10 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
                          : 1.0 / 3.0;
     bus = std::min(ll_max, bus * f);
   }
-  if (a == Algorithm::Ring && p == Protocol::LL128) {
+  if (in.rccl == nullptr && a == Algorithm::Ring && p == Protocol::LL128) {
     bus = std::min(bus * 0.92, graph * caps.ring_ll128[col]);
   }
-  if (a == Algorithm::Tree) {
+  if (in.rccl == nullptr && a == Algorithm::Tree) {
     bus = std::min(bus * 0.92, graph * caps.tree[col]);
     if (p == Protocol::LL) bus = std::min(bus / 3.8, ll_max);
     if (p == Protocol::LL128) {
@@ -186,8 +219,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       lat += (steps - inter) * intra_lat + inter * inter_lat;
       // NCCL's "plateau effect of ring": multi-node Ring/Simple AllReduce once each rank's
       // share of a channel reaches 64 bytes.
-      if (p == Protocol::Simple && in.nnodes > 1 && in.collective == Collective::AllReduce &&
-          bytes / (in.channels * in.nranks) >= 64) {
+      if (in.rccl == nullptr && p == Protocol::Simple && in.nnodes > 1 &&
+          in.collective == Collective::AllReduce && bytes / (in.channels * in.nranks) >= 64) {
         lat *= in.arch == fabric::GpuArch::Volta ? 1.9 : 1.4;
       }
       break;
@@ -204,9 +237,17 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       lat += intra_lat + 2 * log_nodes * inter_lat;
       break;
   }
-  if (a == Algorithm::Tree && bytes >= 64) {
+  if (bytes >= 64) {
     const int i = static_cast<int>(std::floor(std::log2(bytes / 64)));
-    if (i < 23) algbw *= kTreeCorrection[pi(p)][i];
+    if (in.rccl != nullptr) {
+      // RCCL corrects trees of every collective and multi-node rings, clamping large sizes.
+      if (a == Algorithm::Tree) algbw *= in.rccl->tree_correction[pi(p)][std::min(i, 26)];
+      if (a == Algorithm::Ring && in.nnodes > 1) {
+        algbw *= in.rccl->ring_correction[pi(p)][std::min(i, 26)];
+      }
+    } else if (a == Algorithm::Tree && i < 23) {
+      algbw *= kTreeCorrection[pi(p)][i];
+    }
   }
   ROCESIM_CHECK(algbw > 0, "the tuning model needs a positive bandwidth");
   return lat + bytes / (1000.0 * algbw);
@@ -222,6 +263,20 @@ AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes, ui
       const double us =
           model_time_us(t, in, static_cast<Algorithm>(a), static_cast<Protocol>(p), bytes);
       if (us < best.model_us) best = {static_cast<Algorithm>(a), static_cast<Protocol>(p), us};
+    }
+  }
+  if (in.rccl != nullptr && in.nnodes >= 2 && in.collective == Collective::AllReduce &&
+      protos == kAnyProtocol && std::isfinite(best.model_us)) {
+    // RCCL overrides the model's protocol of multi-node collectives by size
+    // (rcclUpdateCollectiveProtocol): LL, then LL128 (its upper bound x 3.8 beyond 2 nodes),
+    // then Simple.
+    const double ll128_max = in.rccl->allreduce_ll128_max * (in.nnodes > 2 ? 3.8 : 1.0);
+    const Protocol p = bytes <= in.rccl->allreduce_ll_max ? Protocol::LL
+                       : bytes <= ll128_max               ? Protocol::LL128
+                                                          : Protocol::Simple;
+    if (std::isfinite(model_time_us(t, in, best.algorithm, p, bytes))) {
+      best.protocol = p;
+      best.model_us = model_time_us(t, in, best.algorithm, p, bytes);
     }
   }
   if (std::isinf(best.model_us)) {

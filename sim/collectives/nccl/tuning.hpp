@@ -29,6 +29,23 @@ struct TuningTables {
   bool ring_ll_half;                 // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
 };
 
+/// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
+/// skeleton and latency formulas with its own hwLat and baseLat (in `tables`), the bus
+/// bandwidth scaled by a ratio per algorithm and protocol instead of NCCL's caps, per-size
+/// correction factors for trees and multi-node rings, and size ranges that override the
+/// protocol of multi-node collectives.
+struct RcclModel {
+  TuningTables tables;
+  double bw_ratio[2][kAlgorithms][3];  // [2 nodes, more][algorithm][protocol]
+  double tree_correction[3][27];       // [protocol][log2(bytes / 64)]
+  double ring_correction[3][27];
+  double allreduce_ll_max;     // multi-node AllReduce: LL up to this many bytes per rank,
+  double allreduce_ll128_max;  // then LL128 up to this (x 3.8 beyond 2 nodes), then Simple
+};
+/// The model of a pinned release: "rccl-mi300" (tuning model 5, which RCCL's rome model of an
+/// 8 x MI300X, 8-NIC server selects; LL128 enabled). Null for NCCL's releases.
+const RcclModel* rccl_model(std::string_view release);
+
 /// What one channel's kernel can move with each protocol on a GPU generation, in GB/s of bus
 /// bandwidth, per communicator size (1 node, 2 nodes, more): NCCL's llMaxBws,
 /// perChMaxRingLL128Bws, perChMaxTreeLL128Bws and perChMaxTreeBws (tuning.cc, HARDWARE.md 5.5).
@@ -73,6 +90,7 @@ struct TuningInput {
   double bw_intra = 0;   // GB/s per graph channel inside a node (NVLink, or the NIC path)
   double bw_inter = 0;   // GB/s per graph channel across nodes (the GPU's NIC path)
   bool collnet = false;  // in-network reduction available
+  const RcclModel* rccl = nullptr;  // RCCL's model instead of NCCL's
   double net_overhead_us = 1;
 };
 
