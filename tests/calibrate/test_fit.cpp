@@ -282,7 +282,7 @@ double eight_node_median_error(const scenario::Overrides& o) {
 TEST(ExampleCalibration, StillPredictsTheHeldOutRowsBetterThanTheNominalValues) {
   // validation/calibration/h100-ib-400g.yaml was fitted on the 2- and 4-server tables
   // (docs/calibration.md); on the 8-server tables it left out it lowered the median error from
-  // 30% to 24%. If a model change undoes that, refit the example and its figures.
+  // 22.5% to 17.5%. If a model change undoes that, refit the example and its figures.
   scenario::Overrides calibrated;
   calibrated.parameters =
       scenario::read_calibration_file(source_path("validation/calibration/h100-ib-400g.yaml"));
