@@ -1,11 +1,11 @@
 // One NCCL operation on the simulated fabric, as NCCL runs it.
 //
 // Algorithm and protocol come from NCCL_ALGO / NCCL_PROTO or, when open, from NCCL's tuning model
-// (tuning.hpp). The data is split over channels (2 per NIC of a server by default, within
-// NCCL_MIN/MAX_NCHANNELS, fewer for small messages as NCCL does). Each channel of a ring, tree,
-// chain or CollNet operation is a pipeline: NCCL cuts the channel's data into chunks, each ring
-// step moves one chunk per edge, and a rank forwards a chunk slice by slice (Simple) or line by
-// line (LL, LL128) as it arrives, so every edge of the channel streams the same bytes at the
+// (tuning.hpp). The data is split over channels (2 per NIC of a server by default, RCCL 64 or 56;
+// within NCCL_MIN/MAX_NCHANNELS, fewer for small messages as NCCL does). Each channel of a ring,
+// tree, chain or CollNet operation is a pipeline: NCCL cuts the channel's data into chunks, each
+// ring step moves one chunk per edge, and a rank forwards a chunk slice by slice (Simple) or line
+// by line (LL, LL128) as it arrives, so every edge of the channel streams the same bytes at the
 // pace of the slowest. rocesim therefore moves a channel as ONE fluid flow across the union of
 // its edges' links (Simulation::pipeline): its rate is the max-min share of its slowest edge,
 // with every other flow of the fabric competing, and each link carries its weight of the
@@ -14,18 +14,29 @@
 // the credit comes back after a round trip, so the rate is at most buffer / (2 L + C) on every
 // edge of one-way latency L, C being the receiver's credit_latency.
 //
+// Two things bound a channel's rate besides the links: the credit window above, and the
+// kernel's protocol throughput (NCCL's llMaxBw and per-channel LL128 and Tree caps for the GPU
+// generation, spread over the channels the kernel runs; none for RCCL, whose model has none).
+//
 // What the fluid flow does not see is the pipeline's start and step structure; it is added when
-// the bandwidth phase ends, from the rate r the channel achieved:
-//  * rings (AllReduce 2(n-1) steps per loop, AllGather and ReduceScatter n-1), with K steps of c
-//    bytes, slices of s bytes and per-edge step latency L_e (the path's latency plus NCCL's
-//    per-hop latency for the protocol): a rank starts step k+1 when it has sent step k and the
-//    first slice of step k has arrived from upstream, so each step costs max(c/r, s/r + L_e),
-//    and the fill is  F = (K-1)/E * sum_e max(0, s/r + L_e - c/r) + mean_e L_e  over the ring's E
-//    edges (K = 1: one latency; latency-bound K(c/r + L); bandwidth-bound just L);
+// the bandwidth phase ends, from the rate r the channel achieved. A hop's latency is its wire
+// (the path's latency) plus NCCL's per-step cost of the hop: NCCL's hwLat for the algorithm and
+// protocol, scaled by `hop_latency_factor`, less the wire of NCCL's reference hop (one scale-up
+// domain, one switch), which hwLat already contains.
+//  * rings (AllReduce 2(n-1) step positions per pass, AllGather and ReduceScatter n-1), with K
+//    steps of c bytes, slices of s bytes and per-edge wire latency W_e: a rank starts step k+1
+//    when it has sent step k and the first slice of step k has arrived from upstream, so the
+//    wire costs max(c/r, s/r + W_e) a step; the per-step costs h_e are paid one after another on
+//    the first pass only, as NCCL's model counts them. The fill is
+//    F = (K-1)/E * sum_e max(0, s/r + W_e - c/r) + mean_e W_e + positions * mean_e h_e
+//    over the ring's E edges;
 //  * chains and trees (Broadcast, Reduce, Tree and CollNet AllReduce), a pipeline of depth H hops
 //    along the critical path (up from the deepest node and down again for trees):
 //    F = sum_h L_h + (H-1) s/r. Trees and CollNet forward whole chunks (one step, halved for
-//    operations too small to fill the pipeline, as NCCL does), chains one step at a time.
+//    operations too small to fill the pipeline, as NCCL does), chains one step at a time;
+//  * NVLS (one node) and NVLSTree: every GPU's scale-up link carries (1 + 1/ppn) of the data each
+//    way at NCCL's NVLS efficiency (the heads' multimem reduce and multicast), NVLSTree's heads a
+//    tree of the nodes over their NICs; F = one NVLS step + 2 x depth network hops + (H-1) s/r.
 // Every operation also pays a launch latency (NCCL's baseLat for the algorithm and protocol, or
 // `launch_latency`).
 //
@@ -33,8 +44,8 @@
 // (through the PXN relay on the receiver's rail), each capped by its window of 8 chunks of
 // NCCL_P2P_NET_CHUNKSIZE over the round trip, plus NCCL's network hop latency.
 //
-// Scope: no NVLS or PAT algorithms; LL128 is offered wherever NCCL's model allows it; GPU
-// compute for reductions is not modelled (NVLink and NICs bound the collectives modelled here).
+// Scope: no PAT; LL128 is offered wherever NCCL's model allows it; GPU compute for reductions is
+// not modelled (links, NICs and the kernels' protocol throughput bound the collectives here).
 #pragma once
 
 #include <memory>
