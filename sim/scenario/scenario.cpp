@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "sim/collectives/nccl/collective.hpp"
@@ -159,6 +162,88 @@ ConfigNode resolve_topology(const ConfigNode& value, const std::string& base_dir
   return load_yaml_file(p.string(), value.path(), &value);
 }
 
+/// The directory of hardware presets (topologies/hardware).
+std::filesystem::path hardware_dir() {
+  if (const char* env = std::getenv("ROCESIM_HARDWARE_DIR"); env != nullptr && *env != 0) {
+    return env;
+  }
+  return ROCESIM_HARDWARE_DIR;
+}
+
+/// A preset file's mapping, named by `value` (`kind`: "servers" or "nics"): a bare name in the
+/// hardware directory, or a path relative to the scenario.
+ConfigNode load_preset(const ConfigNode& value, const std::string& kind,
+                       const std::string& base_dir, const std::string& node_path) {
+  if (!value.is_scalar() || value.value().empty()) {
+    throw InputError(value.where(), value.path(), "the name or path of a hardware preset",
+                     value.describe());
+  }
+  const std::string& name = value.value();
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
+  std::filesystem::path p =
+      is_path ? std::filesystem::path(name) : hardware_dir() / kind / (name + ".yaml");
+  if (is_path && p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  if (!std::filesystem::is_regular_file(p)) {
+    std::string known;
+    const std::filesystem::path dir = hardware_dir() / kind;
+    if (std::filesystem::is_directory(dir)) {
+      std::vector<std::string> names;
+      for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+      }
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names)
+        known += (known.empty() ? "" : ", ") + n;
+    }
+    throw InputError(value.where(), value.path(),
+                     fmt::format("a {} preset ({})", kind == "servers" ? "server" : "NIC",
+                                 known.empty() ? "none found in " + dir.string() : known),
+                     fmt::format("'{}' ({} does not exist)", name, p.string()));
+  }
+  const ConfigNode preset = load_yaml_file(p.string(), node_path, &value);
+  if (!preset.is_map()) {
+    throw InputError(preset.where(), node_path, "a mapping of node keys", preset.describe());
+  }
+  // A server preset may name its NIC; nothing else nests.
+  for (const char* key : {"server", "nic"}) {
+    const ConfigNode* nested = preset.find(key);
+    if (nested != nullptr && (kind == "nics" || std::string_view(key) == "server")) {
+      throw InputError(nested->where(), nested->path(), "node keys, not another preset",
+                       nested->describe());
+    }
+  }
+  return preset;
+}
+
+/// The topology with its `node` section's presets applied: the NIC preset's keys, then the
+/// server preset's, then the keys written in the section, each later one winning.
+ConfigNode apply_hardware_presets(const ConfigNode& topology, const std::string& base_dir) {
+  const ConfigNode* node = topology.is_map() ? topology.find("node") : nullptr;
+  if (node == nullptr || !node->is_map()) return topology;
+  const ConfigNode* server = node->find("server");
+  const ConfigNode* nic = node->find("nic");
+  if (server == nullptr && nic == nullptr) return topology;
+  ConfigNode merged = ConfigNode::map(node->where(), node->path());
+  std::optional<ConfigNode> server_preset;
+  if (server != nullptr) server_preset = load_preset(*server, "servers", base_dir, node->path());
+  const ConfigNode* nic_name =
+      nic != nullptr ? nic : (server_preset ? server_preset->find("nic") : nullptr);
+  if (nic_name != nullptr) {
+    const ConfigNode nic_preset = load_preset(*nic_name, "nics", base_dir, node->path());
+    for (const ConfigNode::Entry& e : nic_preset.entries())
+      merged.set(e.key, e.key_where, e.value);
+  }
+  if (server_preset) {
+    for (const ConfigNode::Entry& e : server_preset->entries())
+      merged.set(e.key, e.key_where, e.value);
+  }
+  for (const ConfigNode::Entry& e : node->entries())
+    merged.set(e.key, e.key_where, e.value);
+  ConfigNode out = topology;
+  out.set("node", topology.key_where("node"), std::move(merged));
+  return out;
+}
+
 std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& file,
                                    const std::string& base_dir, const Overrides& o) {
   auto run = std::make_unique<ScenarioRun>();
@@ -168,7 +253,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   {
     const ParamReader r0(root, kScenarioTable);
     written.set("topology", root.key_where("topology"),
-                resolve_topology(r0.node("topology"), base_dir));
+                apply_hardware_presets(resolve_topology(r0.node("topology"), base_dir), base_dir));
     if (r0.has("calibration")) {
       const ConfigNode& c = r0.node("calibration");
       std::vector<const ConfigNode*> files;
@@ -320,10 +405,11 @@ fabric::Fabric load_topology(const std::string& path) {
     throw InputError(root.where(), "", "a scenario or topology mapping", root.describe());
   }
   const std::string base = std::filesystem::path(path).parent_path().string();
+  const std::string dir = base.empty() ? "." : base;
   if (const ConfigNode* t = root.find("topology")) {
-    return topology::build_topology(resolve_topology(*t, base.empty() ? "." : base));
+    return topology::build_topology(apply_hardware_presets(resolve_topology(*t, dir), dir));
   }
-  return topology::build_topology(root);
+  return topology::build_topology(apply_hardware_presets(root, dir));
 }
 
 std::vector<const ParamTable*> all_tables() {

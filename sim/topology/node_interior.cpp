@@ -15,6 +15,16 @@ namespace {
 // The xGMI defaults, for `scale_up: mesh`, are the MI300X's (HARDWARE.md 1.4): 7 Infinity Fabric
 // links per GPU, 64 GB/s raw per link per direction; the xGMI latency is an estimate [E] too.
 constexpr Param kServerParams[] = {
+    {.key = "server",
+     .type = ParamType::String,
+     .help = "a server preset whose keys this section starts from (written keys win): a name in "
+             "topologies/hardware/servers (hgx-h100, mi300x, ...) or the path of a preset file",
+     .optional = true},
+    {.key = "nic",
+     .type = ParamType::String,
+     .help = "a NIC preset (nic_speed, PCIe), under the server preset's keys: a name in "
+             "topologies/hardware/nics (connectx-7, pollara-400, ...) or the path of a preset file",
+     .optional = true},
     {.key = "gpus",
      .type = ParamType::Integer,
      .fallback = "8",
