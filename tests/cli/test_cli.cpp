@@ -183,6 +183,26 @@ struct ValidationCase {
 
 class Validate : public testing::TestWithParam<ValidationCase> {};
 
+/// What a successful `rocesim validate` run prints and writes into `dir`: the band summary, one
+/// CSV line per measured row of `log` (and the header), the plot, the band table and a valid
+/// validation.h5.
+void expect_validation_outputs(const CommandResult& r, const validation::NcclTestsLog& log,
+                               const std::string& dir) {
+  EXPECT_THAT(r.out, HasSubstr("Absolute relative errors per size band"));
+  size_t measured = 0;
+  for (const validation::NcclTestsTable& t : log.tables)
+    measured += t.rows.size();
+  size_t lines = 0;
+  std::istringstream csv(slurp(dir + "/validation.csv"));
+  for (std::string line; std::getline(csv, line);)
+    ++lines;
+  EXPECT_EQ(lines, measured + 1);  // and the header
+  EXPECT_GT(std::filesystem::file_size(dir + "/validation.png"), 10000u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/validation_bands.csv"));
+  const CommandResult check = check_results(dir + "/validation.h5", "--tables-only");
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
 TEST_P(Validate, EveryDevelopmentDatasetOnItsClustersScenario) {
   // One CSV row per measured row, the band summary, the HDF5 tables and the plot.
   const ValidationCase v = GetParam();
@@ -193,20 +213,8 @@ TEST_P(Validate, EveryDevelopmentDatasetOnItsClustersScenario) {
       "validate --measured {} --scenario {} -o {}", dataset,
       source_path(fmt::format("validation/scenarios/{}.yaml", v.scenario)), dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_THAT(r.out, HasSubstr("Absolute relative errors per size band"));
   EXPECT_THAT(r.out, HasSubstr("all tables"));
-  size_t measured = 0;
-  for (const validation::NcclTestsTable& t : validation::read_measured_dataset(dataset).tables)
-    measured += t.rows.size();
-  size_t lines = 0;
-  std::istringstream csv(slurp(dir / "validation.csv"));
-  for (std::string line; std::getline(csv, line);)
-    ++lines;
-  EXPECT_EQ(lines, measured + 1);  // and the header
-  EXPECT_GT(std::filesystem::file_size(dir / "validation.png"), 10000u);
-  EXPECT_TRUE(std::filesystem::exists(dir / "validation_bands.csv"));
-  const CommandResult check = check_results(dir / "validation.h5", "--tables-only");
-  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+  expect_validation_outputs(r, validation::read_measured_dataset(dataset), dir.path());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -269,20 +277,9 @@ TEST_P(ValidateCluster, ItsTablesOfAMixedDatasetOnItsScenario) {
       "validate --measured {} --scenario {} -o {}", dataset,
       source_path(fmt::format("validation/scenarios/{}.yaml", c.scenario)), dir / "out"));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_THAT(r.out, HasSubstr("Absolute relative errors per size band"));
-  size_t measured = 0;
   const validation::NcclTestsLog log = validation::read_measured_dataset(dataset);
   EXPECT_EQ(log.tables.size(), c.table_count);
-  for (const validation::NcclTestsTable& t : log.tables)
-    measured += t.rows.size();
-  size_t lines = 0;
-  std::istringstream csv(slurp(dir / "out/validation.csv"));
-  for (std::string line; std::getline(csv, line);)
-    ++lines;
-  EXPECT_EQ(lines, measured + 1);  // and the header
-  EXPECT_GT(std::filesystem::file_size(dir / "out/validation.png"), 10000u);
-  const CommandResult check = check_results(dir / "out/validation.h5", "--tables-only");
-  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+  expect_validation_outputs(r, log, dir / "out");
 }
 
 const std::vector<ClusterCase> kAmdClusters = {

@@ -566,6 +566,23 @@ TEST(NcclBehaviour, AllToAllvImbalanceIsSeededAndKeepsTheMeanVolume) {
 
 // ---- NCCL's tuning model ----
 
+/// NCCL's view of HGX-class servers (8 GPUs, 8 NICs): a communicator of `nodes` servers, graphs
+/// of 8 channels at `bw` GB/s (the kernel runs 16); with `nvls`, an NVLS graph of 8 heads at
+/// 40 GB/s inside the node.
+TuningInput hgx_input(int nodes, double bw, bool nvls = false) {
+  TuningInput in;
+  in.nranks = 8 * nodes;
+  in.nnodes = nodes;
+  in.ppn = 8;
+  in.channels = 16;
+  in.graph_channels = 8;
+  in.bw_intra = in.bw_inter = bw;
+  in.nvls = nvls;
+  in.nvls_heads = 8;
+  in.nvls_bw_intra = 40;
+  return in;
+}
+
 TEST(NcclTuning, RingSimpleEstimateByHand) {
   // NCCL's model for Ring/Simple AllReduce, 2 nodes x 8 GPUs, its graph of 8 channels (one per
   // NIC) at 50 GB/s, the kernel running 16 ("newest" tables): latency = baseLat 8.4 +
@@ -573,13 +590,7 @@ TEST(NcclTuning, RingSimpleEstimateByHand) {
   // network steps x 14 = 131.6 us, x 1.4 for the ring's plateau (1 GB / (16 channels x 16
   // ranks) >= 64 bytes) = 184.24 us; bandwidth = 8 x 50 = 400 GB/s bus, algbw = bus x n /
   // 2(n-1) = 213.33 GB/s; 1 GB takes 4687.5 us.
-  TuningInput in;
-  in.nranks = 16;
-  in.nnodes = 2;
-  in.ppn = 8;
-  in.channels = 16;
-  in.graph_channels = 8;
-  in.bw_intra = in.bw_inter = 50;
+  TuningInput in = hgx_input(2, 50);
   const TuningTables& t = tuning_tables("newest");
   EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, 1e9),
               131.6 * 1.4 + 1e9 / (1000 * 400.0 * 16 / 30), 1e-6);
@@ -601,16 +612,7 @@ TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   //    384, 8 x 41.4 [perChMaxTreeBw]) = 331.2 -> min(331.2 x 120/128, 8 x 29 [Tree LL128, >2
   //    nodes]) = 232 -> x 0.85 = 197.2, algbw / 2 = 98.6 GB/s, times NCCL's tree correction at
   //    1 MiB (LL128, log2(1 MiB / 64) = 14: 0.6) = 59.16 GB/s.
-  TuningInput in;
-  in.nranks = 16;
-  in.nnodes = 2;
-  in.ppn = 8;
-  in.channels = 16;
-  in.graph_channels = 8;
-  in.bw_intra = in.bw_inter = 48;
-  in.nvls = true;
-  in.nvls_heads = 8;
-  in.nvls_bw_intra = 40;
+  TuningInput in = hgx_input(2, 48, true);
   const TuningTables& t = tuning_tables("newest");
   EXPECT_NEAR(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, 1e9),
               53 + 1e9 / (1000 * 320 * 5.0 / 6), 1e-6);
@@ -627,14 +629,7 @@ TEST(NcclTuning, ChoosesAsNcclDoesOnHgxH100) {
   // (derived by hand from tuning.cc: latency + bytes / algbw per algorithm and protocol):
   // 2 nodes: NVLSTree/Simple at every size (1 MiB: 57 us against Tree/LL128's 60);
   // 4 nodes: Tree/LL128 at 1 MiB, NVLSTree at 16 MiB, Ring/Simple at 4 GiB.
-  TuningInput in;
-  in.ppn = 8;
-  in.channels = 16;
-  in.graph_channels = 8;
-  in.bw_intra = in.bw_inter = 48;
-  in.nvls = true;
-  in.nvls_heads = 8;
-  in.nvls_bw_intra = 40;
+  TuningInput in = hgx_input(2, 48, true);
   const TuningTables& t = tuning_tables("newest");
   const double mib = 1 << 20;
   struct Case {
@@ -706,13 +701,8 @@ TEST(NcclTuning, RcclModelFiveByHand) {
   // algbw = 384 x 16/30 = 204.8 GB/s, times the ring correction at 1 GiB (Simple,
   // log2(2^30 / 64) = 24: 1.0). Its protocol ranges override the model on 2 nodes: LL up to 1 MiB
   // per rank, LL128 up to 9 MiB, Simple beyond.
-  TuningInput in;
-  in.nranks = 16;
-  in.nnodes = 2;
-  in.ppn = 8;
+  TuningInput in = hgx_input(2, 48);
   in.channels = 64;
-  in.graph_channels = 8;
-  in.bw_intra = in.bw_inter = 48;
   in.arch = fabric::GpuArch::Cdna3;
   in.rccl = rccl_model("rccl-mi300");
   ASSERT_NE(in.rccl, nullptr);
@@ -749,13 +739,7 @@ TEST(NcclParameters, AlgoAndProtoListsAsNcclReadsThem) {
 }
 
 TEST(NcclTuning, ChoosesLowLatencyProtocolsForSmallMessagesAndSimpleForLargeOnes) {
-  TuningInput in;
-  in.nranks = 128;
-  in.nnodes = 16;
-  in.ppn = 8;
-  in.channels = 16;
-  in.bw_intra = 450.0 / 16;
-  in.bw_inter = 25;
+  TuningInput in = hgx_input(16, 50);
   const TuningTables& t = tuning_tables("newest");
   const AlgoChoice small = choose(t, in, 4096, kAnyAlgorithm, kAnyProtocol);
   EXPECT_EQ(small.protocol, Protocol::LL);
