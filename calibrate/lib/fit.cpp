@@ -21,10 +21,12 @@ using validation::NcclTestsRow;
 using validation::NcclTestsTable;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kStep = 1e-3;        // finite-difference step in scaled coordinates
-constexpr double kNoEffect = 1e-3;    // max |dr/dx| below which a parameter does nothing
-constexpr double kConfounded = 0.95;  // |correlation| above which two are confounded
-constexpr double kSingular = 1e8;     // condition number of the scaled J'J
+constexpr double kStep = 1e-3;          // finite-difference step in scaled coordinates
+constexpr double kNoEffect = 1e-3;      // max |dr/dx| below which a parameter does nothing
+constexpr double kConfounded = 0.95;    // |correlation| above which two are confounded
+constexpr double kPhysicalSlack = 0.1;  // an efficiency's relative distance from its nominal
+                                        // value beyond which the fit is said to absorb an error
+constexpr double kSingular = 1e8;       // condition number of the scaled J'J
 
 SourceLocation origin_at(const std::string& origin) {
   return SourceLocation{std::make_shared<const std::string>(origin), 0, 0};
@@ -682,6 +684,24 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
     for (Eigen::Index a = 0; a < k; ++a) {
       FittedParameter& q = params[static_cast<size_t>(est[static_cast<size_t>(a)])];
       q.stddev = std::sqrt(std::max(0.0, s2 * pinv(a, a))) * (q.upper - q.lower);
+      if (q.stddev > std::abs(q.value)) {
+        // As uncertain as it is large: the report must not call it determined.
+        q.identifiable = false;
+        report.warnings.push_back(fmt::format(
+            "{} is not identifiable: its standard deviation {} exceeds its fitted value {}; "
+            "fix it (--set) or add measurements where it matters",
+            q.path, q.text(q.stddev), q.text(q.value)));
+      } else if (q.path.ends_with("_efficiency") &&
+                 std::abs(q.value - q.nominal) >
+                     std::max(3 * q.stddev, kPhysicalSlack * q.nominal)) {
+        // Efficiencies have physical nominal values (framing, datasheets, the collective
+        // library's own figures): a fit far from them describes a model error, not the part.
+        report.warnings.push_back(fmt::format(
+            "{} moved from its physical value {} to {} ({:+.0f}%), beyond its uncertainty: the "
+            "fit absorbs a model error rather than describing the hardware, so it will not carry "
+            "over to another cluster with the same part",
+            q.path, q.text(q.nominal), q.text(q.value), 100 * (q.value / q.nominal - 1)));
+      }
     }
     for (Eigen::Index a = 0; a < k; ++a) {
       for (Eigen::Index c = 0; c < k; ++c) {
@@ -813,7 +833,9 @@ std::string format_report(const FitReport& r) {
                      "stddev", "bounds");
   for (const FittedParameter& p : r.parameters) {
     std::string note = p.text(p.lower) + ".." + p.text(p.upper);
-    if (!p.identifiable) note += "  not identifiable (held)";
+    if (!p.identifiable) {
+      note += p.value == p.nominal ? "  not identifiable (held)" : "  not identifiable";
+    }
     if (p.at_bound) note += "  at bound";
     out += fmt::format("{:<36} {:>14} {:>14} {:>14}  {}\n", p.path, p.text(p.nominal),
                        p.text(p.value), std::isnan(p.stddev) ? "-" : p.text(p.stddev), note);

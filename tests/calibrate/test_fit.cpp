@@ -159,6 +159,36 @@ TEST(Fit, ConfoundedParametersAreReported) {
   EXPECT_THAT(testing::PrintToString(r.warnings), HasSubstr("confounded"));
 }
 
+TEST(Fit, AnEfficiencyFarFromItsPhysicalValueIsReported) {
+  // The NIC efficiency's nominal value is the hardware's (1: nothing beyond the framing). A fit
+  // that moves it 20% (truth 0.8) is told it absorbs a model error; one that moves it 5% (0.95,
+  // within the 10% slack) is not.
+  for (const auto& [truth, warned] : {std::pair{0.8, true}, {0.95, false}}) {
+    const NcclTestsLog log =
+        simulate({fmt::format("topology.node.nic_efficiency={}", truth)}, 0.0, 1);
+    const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(),
+                                       options({"topology.node.nic_efficiency"}));
+    EXPECT_NEAR(param(r, "topology.node.nic_efficiency").value, truth, 1e-3);
+    EXPECT_EQ(testing::PrintToString(r.warnings).find("absorbs a model error") !=
+                  std::string::npos,
+              warned)
+        << truth;
+  }
+}
+
+TEST(Fit, AParameterLessCertainThanItsValueIsNotIdentifiable) {
+  // Fitted on 256 MiB and more only, where a launch costs a few microseconds of milliseconds,
+  // with 5% noise: the launch factor's standard deviation exceeds its value, and the report says
+  // it is not identifiable instead of quoting it as determined.
+  const NcclTestsLog log = simulate({}, 0.05, 7);
+  FitOptions o = options({"nccl.base_latency_factor"});
+  o.train = Selection::parse("size=256MiB..", "--train");
+  const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+  const calibrate::FittedParameter& q = param(r, "nccl.base_latency_factor");
+  EXPECT_FALSE(q.identifiable);
+  EXPECT_THAT(testing::PrintToString(r.warnings), HasSubstr("exceeds its fitted value"));
+}
+
 TEST(Fit, CrossValidationReportsTheHeldOutRows) {
   // Fit on sizes up to 128 MiB, test on 512 MiB. The NIC efficiency acts where the NICs are the
   // bottleneck: from 128 MiB on, where NCCL runs Simple (below, LL and LL128 are bound by the
