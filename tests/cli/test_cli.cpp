@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,6 +20,7 @@
 #include "sim/scenario/scenario.hpp"
 #include "tests/support/test_support.hpp"
 #include "validation/lib/nccl_tests_log.hpp"
+#include "validation/lib/validate.hpp"
 
 namespace rocesim::test {
 namespace {
@@ -430,6 +432,52 @@ TEST(CalibrateFit, OnAnXgmiMeshTheDefaultsFitTheXgmiEfficiency) {
   const std::vector<scenario::ParamOverride> values = scenario::read_calibration_file(cal);
   ASSERT_EQ(values.size(), 5u);
   EXPECT_EQ(values[1].path, "topology.node.xgmi_efficiency");
+}
+
+/// Median |time error| of the rows of 64 MiB and more in a validation.csv.
+double large_message_median_error(const std::string& csv_path) {
+  std::istringstream csv(slurp(csv_path));
+  std::string line;
+  std::getline(csv, line);  // header: ..., size_bytes [B] (5th), ..., time_error (9th), ...
+  std::vector<double> errors;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');)
+      f.push_back(x);
+    if (f.size() > 8 && std::stoll(f[4]) >= (int64_t{64} << 20)) {
+      errors.push_back(std::abs(std::stod(f[8])));
+    }
+  }
+  return errors.empty() ? -1 : validation::percentile(errors, 0.5);
+}
+
+TEST(CalibrateFit, AFitOnOneClusterCarriesOverToAnotherWithTheSameGpus) {
+  // Calibrated parameters belong to parts: the xGMI efficiency fitted on one MI300X server
+  // (AAC8) describes the MI300X platform's links, which the MI325X platform shares (AAC11). The
+  // MI325X server's large-message error with the MI300X calibration must not grow; it falls.
+  const TempDir dir("cli-calibrate-transfer");
+  const std::string mi300x = dir / "mi300x.yaml", mi325x = dir / "mi325x.yaml",
+                    cal = dir / "calibration.yaml";
+  const std::string dataset = "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce";
+  ASSERT_EQ(write_cluster_tables(dataset, {"aac8_mi300x_"}, mi300x), 1u);
+  ASSERT_EQ(write_cluster_tables(dataset, {"aac11_mi325x_1node"}, mi325x), 1u);
+  const CommandResult fit = run_cli(fmt::format(
+      "calibrate fit --measured {} --scenario {} -o {} --param topology.node.xgmi_efficiency",
+      mi300x, source_path("validation/scenarios/amd-mi300x-roce.yaml"), cal));
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  const std::string scenario = source_path("validation/scenarios/amd-mi325x-roce.yaml");
+  const CommandResult nominal = run_cli(fmt::format(
+      "validate --no-plot --measured {} --scenario {} -o {}", mi325x, scenario, dir / "nominal"));
+  const CommandResult calibrated =
+      run_cli(fmt::format("validate --no-plot --measured {} --scenario {} --calibration {} -o {}",
+                          mi325x, scenario, cal, dir / "calibrated"));
+  ASSERT_EQ(nominal.exit_code, 0) << nominal.err;
+  ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;
+  const double before = large_message_median_error(dir / "nominal/validation.csv");
+  const double after = large_message_median_error(dir / "calibrated/validation.csv");
+  ASSERT_GE(before, 0);
+  EXPECT_LT(after, before) << "nominal " << before << ", with the MI300X calibration " << after;
 }
 
 TEST(CalibrateFit, ANicProbeFixesTheNicEfficiency) {
