@@ -93,6 +93,7 @@ struct Server {
   ScaleUp scale_up = ScaleUp::NvSwitch;
   NodeId nvswitch = kNone;  // the NVSwitch (ScaleUp::NvSwitch, > 1 GPU); kNone otherwise
   GpuArch arch = GpuArch::Hopper;
+  Time net_latency{};  // the NIC's latency as its network plugin reports it to NCCL
   uint32_t rack = kNone;
   uint32_t zone = kNone;
 

@@ -66,6 +66,14 @@ constexpr Param kServerParams[] = {
      .type = ParamType::Boolean,
      .fallback = "false",
      .help = "RoCEv2 frames carry an 802.1Q tag (4 bytes)"},
+    {.key = "net_latency",
+     .type = ParamType::Time,
+     .fallback = "0s",
+     .help = "the NIC's latency as its network plugin reports it to NCCL (graph latencyInter): "
+             "0 for InfiniBand and RoCE verbs; AWS's aws-ofi-nccl reports 75us for EFA on p4d and "
+             "p5, 35us on p5en and p6. NCCL adds it to every network step, twice for Simple; so "
+             "does the simulation",
+     .check = Check::NonNegative},
     {.key = "nic_efficiency",
      .type = ParamType::Number,
      .fallback = "1",
@@ -202,6 +210,7 @@ ServerSpec read_server(const ParamReader& r) {
   s.wire.ipv6 = r.boolean("ipv6");
   s.wire.vlan = r.boolean("vlan");
   s.nic_efficiency = r.number("nic_efficiency");
+  s.net_latency = r.time("net_latency");
   s.scale_up = r.choice("scale_up") == "mesh" ? fabric::ScaleUp::Mesh : fabric::ScaleUp::NvSwitch;
   const bool mesh = s.scale_up == fabric::ScaleUp::Mesh;
   if (const std::string_view key = set_away_from_default(r, mesh ? kNvlinkKeys : kXgmiKeys);
@@ -249,6 +258,7 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
   s.nics = spec.nics;
   s.rack = rack;
   s.arch = spec.arch;
+  s.net_latency = spec.net_latency;
   s.zone = zone;
   for (uint32_t i = 0; i < spec.gpus; ++i) {
     const fabric::NodeId g = f.add_node(Node{.kind = NodeKind::Gpu,

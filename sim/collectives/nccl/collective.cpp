@@ -151,6 +151,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
   in.collnet = config_.collnet;
   in.net_overhead_us = config_.net_overhead.in_us();
+  in.latency_inter_us = server.net_latency.in_us();
   in.rccl = rccl_model(config_.tuning_tables);
   return in;
 }

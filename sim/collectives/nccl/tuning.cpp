@@ -151,7 +151,11 @@ const TuningTables& tuning_tables(std::string_view release) {
 
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                       bool network_hop) {
-  if (network_hop) return t.hw_lat[kNet][ai(a)][pi(p)];
+  // The net plugin's reported latency (NCCL's graph latencyInter) joins every network step,
+  // twice for Simple ("flush extra latency", tuning.cc).
+  if (network_hop) {
+    return t.hw_lat[kNet][ai(a)][pi(p)] + in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0);
+  }
   double intra = t.hw_lat[kNvlink][ai(a)][pi(p)];
   if (in.nnodes > 1) {
     intra = std::max(intra, in.net_overhead_us * (p == Protocol::Simple ? 3.0 : 1.0));

@@ -92,6 +92,7 @@ struct TuningInput {
   bool collnet = false;  // in-network reduction available
   const RcclModel* rccl = nullptr;  // RCCL's model instead of NCCL's
   double net_overhead_us = 1;
+  double latency_inter_us = 0;  // the NIC's latency as its net plugin reports it to NCCL
 };
 
 /// NCCL's estimated time in us of one operation of `bytes`, or +infinity where NCCL does not
