@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "tests/support/test_support.hpp"
@@ -158,6 +159,28 @@ TEST(Validate, ADirectoryWithOneBadFileValidatesTheRest) {
   const InputError e = test::input_error(
       [&] { validate_files(files, test::source_path("no-such-scenario.yaml"), {}); });
   EXPECT_TRUE(contains(e.what(), "no-such-scenario.yaml")) << e.what();
+}
+
+TEST(Validate, RowsSayWhereTheTunersEstimateAndTheSimulationDisagree) {
+  // Every AllReduce row carries NCCL's own estimate of the choice its tuner made; a row is
+  // flagged exactly where |simulated / estimate - 1| > 20%. On the EFA cluster the estimates
+  // (75 us of network latency per step, 2.20.3 tables) miss some rows by more than that.
+  const ValidationReport r = validate(
+      read_measured(
+          {test::source_path("validation/data/measured/aws_p4d_efa_a100_2node_allreduce.yaml")}),
+      scenario_path(), {});
+  size_t flagged = 0;
+  for (const ComparedTable& t : r.tables) {
+    for (const ComparedRow& c : t.rows) {
+      ASSERT_GT(c.nccl_model_us, 0) << c.size_bytes;
+      EXPECT_EQ(c.tuner_disagrees,
+                std::abs(c.simulated_time_us / c.nccl_model_us - 1) > kTunerDisagreement)
+          << c.size_bytes;
+      flagged += c.tuner_disagrees ? 1 : 0;
+    }
+  }
+  EXPECT_GT(flagged, 0u);
+  EXPECT_TRUE(contains(format_report(r), "tuner's estimate"));
 }
 
 }  // namespace

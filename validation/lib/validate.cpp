@@ -146,6 +146,10 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
         nccl::is_p2p(*collective) ? "p2p" : std::string(nccl::algorithm_name(sim.algorithm));
     c.protocol = std::string(nccl::protocol_name(sim.protocol));
     c.channels = sim.channels;
+    c.nccl_model_us = sim.nccl_model_us;
+    c.tuner_disagrees = !nccl::is_p2p(*collective) && c.nccl_model_us > 0 &&
+                        c.simulated_time_us > 0 &&
+                        std::abs(c.simulated_time_us / c.nccl_model_us - 1) > kTunerDisagreement;
     out.rows.push_back(std::move(c));
   }
   return out;
@@ -299,7 +303,9 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
                mb = rows.add_number("measured_busbw_GBps", "GB/s"),
                sb = rows.add_number("simulated_busbw_GBps", "GB/s"),
                be = rows.add_number("busbw_error"), algo = rows.add_text("algorithm"),
-               proto = rows.add_text("protocol"), ch = rows.add_integer("channels");
+               proto = rows.add_text("protocol"), ch = rows.add_integer("channels"),
+               model = rows.add_number("nccl_model_us", "us"),
+               disagree = rows.add_integer("tuner_disagrees");
   for (const ComparedTable& t : r.tables) {
     for (const ComparedRow& c : t.rows) {
       rows.push(source, t.source);
@@ -317,6 +323,8 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
       rows.push(algo, c.algorithm);
       rows.push(proto, c.protocol);
       rows.push(ch, int64_t{c.channels});
+      rows.push(model, c.nccl_model_us);
+      rows.push(disagree, int64_t{c.tuner_disagrees ? 1 : 0});
     }
   }
   metrics::Table bands("validation_bands",
@@ -361,12 +369,27 @@ std::string format_report(const ValidationReport& r) {
                        "size (B)", "meas (us)", "sim (us)", "time err", "meas GB/s", "sim GB/s",
                        "bw err", "sim algorithm");
     for (const ComparedRow& c : t.rows) {
-      out += fmt::format("  {:12d}  {:10.2f}  {:10.2f}  {:>8s}  {:9.2f}  {:9.2f}  {:>8s}  {}/{}\n",
-                         c.size_bytes, c.measured_time_us, c.simulated_time_us,
-                         percent(c.time_error), c.measured_busbw, c.simulated_busbw,
-                         percent(c.busbw_error), c.algorithm, c.protocol);
+      out += fmt::format(
+          "  {:12d}  {:10.2f}  {:10.2f}  {:>8s}  {:9.2f}  {:9.2f}  {:>8s}  {}/{}{}\n", c.size_bytes,
+          c.measured_time_us, c.simulated_time_us, percent(c.time_error), c.measured_busbw,
+          c.simulated_busbw, percent(c.busbw_error), c.algorithm, c.protocol,
+          c.tuner_disagrees ? fmt::format("  (tuner's estimate {:.1f} us)", c.nccl_model_us) : "");
     }
     out += "\n";
+  }
+  size_t disagreements = 0, all_rows = 0;
+  for (const ComparedTable& t : r.tables) {
+    for (const ComparedRow& c : t.rows) {
+      all_rows += 1;
+      disagreements += c.tuner_disagrees ? 1 : 0;
+    }
+  }
+  if (disagreements > 0) {
+    out += fmt::format(
+        "{} of {} rows: NCCL's own estimate of what its tuner chose and the simulation differ by "
+        "more than {:.0f}% (marked with the tuner's estimate); there the tuner's choice may not "
+        "be the fastest the simulation runs\n\n",
+        disagreements, all_rows, 100 * kTunerDisagreement);
   }
   out += "Absolute relative errors per size band (median / 90th percentile):\n";
   out += fmt::format("  {:<40s}  {:<8s}  {:>4s}  {:>15s}  {:>15s}\n", "table", "band", "rows",

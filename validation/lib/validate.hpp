@@ -37,7 +37,13 @@ struct ComparedRow {
   double busbw_error = 0;  // idem; NaN where the measured busbw is 0 (printed as 0.00)
   std::string algorithm, protocol;
   int channels = 0;
+  /// NCCL's own estimate of the operation it chose (its tuning model), and whether it and the
+  /// simulation disagree by more than kTunerDisagreement: the tuner may then have chosen what
+  /// the simulation runs slower than another choice.
+  double nccl_model_us = 0;
+  bool tuner_disagrees = false;
 };
+inline constexpr double kTunerDisagreement = 0.2;
 
 struct ComparedTable {
   std::string source;  // measured file
