@@ -140,7 +140,9 @@ const std::vector<int>& Communicator::mesh_order(int node, int channel) const {
   MeshOrders& m = mesh_orders_[static_cast<size_t>(node)];
   if (m.used.empty()) {
     m.used.assign(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n)));
-    m.cycles = hamiltonian_decomposition(n);
+    auto [it, fresh] = decompositions_.try_emplace(n);
+    if (fresh) it->second = hamiltonian_decomposition(n);
+    m.cycles = it->second;
   }
   // With a decomposition, channel c takes cycle c mod (n - 1), from the channel's first GPU:
   // every link carries the same number of channels (to within one).

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "sim/fabric/fabric.hpp"
@@ -122,6 +123,8 @@ class Communicator {
     std::vector<std::vector<int>> used;      // directed link use counts [from][to]
   };
   mutable std::vector<MeshOrders> mesh_orders_;
+  /// hamiltonian_decomposition by node size, searched once per communicator.
+  mutable std::map<int, std::vector<std::vector<int>>> decompositions_;
 };
 
 }  // namespace rocesim::collectives::nccl
