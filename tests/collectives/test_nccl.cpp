@@ -526,6 +526,21 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
   EXPECT_NEAR(w.at("simple").seconds, bus / (8 * kB), 0.01 * bus / (8 * kB));
 }
 
+TEST(NcclBehaviour, TreeThresholdOfOlderReleasesPicksTreeOrRing) {
+  // NCCL_TREE_THRESHOLD=1MiB: AllReduce below 1 MiB runs Tree, from 1 MiB on Ring, whatever the
+  // tuner would choose.
+  const char* nccl = "nccl: {NCCL_TREE_THRESHOLD: 1MiB}\n";
+  EXPECT_EQ(run_one(rail_topology(2, 8), nccl, "collective: allreduce, bytes: 512KiB")
+                .notes.at("algorithm"),
+            "Tree");
+  EXPECT_EQ(run_one(rail_topology(2, 8), nccl, "collective: allreduce, bytes: 1MiB")
+                .notes.at("algorithm"),
+            "Ring");
+  EXPECT_EQ(run_one(rail_topology(2, 8), nccl, "collective: allreduce, bytes: 1GiB")
+                .notes.at("algorithm"),
+            "Ring");
+}
+
 TEST(NcclBehaviour, SmallMessagesUseFewerChannels) {
   // NCCL gives each ring or tree channel at least its threads' worth of data: 512 threads x 8
   // bytes for LL, 512 x 64 bytes for Simple; 16 channels at most (2 per NIC). NVLS always runs

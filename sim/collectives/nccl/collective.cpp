@@ -217,9 +217,15 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     result_.channels = 0;
   } else {
     const int probe = channels_for(bytes, Protocol::Simple);
+    uint8_t algos = config_.algos[static_cast<size_t>(c)];
+    if (config_.tree_threshold && c == Collective::AllReduce) {
+      // Older NCCL: the size alone picks Tree or Ring for AllReduce.
+      algos &=
+          bytes < config_.tree_threshold->count() ? only(Algorithm::Tree) : only(Algorithm::Ring);
+    }
     const AlgoChoice choice =
-        choose(tables_, tuning_input(c, std::max(1, probe)), static_cast<double>(bytes),
-               config_.algos[static_cast<size_t>(c)], config_.protos[static_cast<size_t>(c)]);
+        choose(tables_, tuning_input(c, std::max(1, probe)), static_cast<double>(bytes), algos,
+               config_.protos[static_cast<size_t>(c)]);
     result_.algorithm = choice.algorithm;
     result_.protocol = choice.protocol;
     const bool nvls =

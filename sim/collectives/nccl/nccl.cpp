@@ -28,6 +28,12 @@ constexpr Param kNcclParams[] = {
      .fallback = "auto",
      .help = "protocols the tuner may choose (LL, LL128, Simple), in NCCL_ALGO's syntax; auto "
              "allows all"},
+    {.key = "NCCL_TREE_THRESHOLD",
+     .type = ParamType::Bytes,
+     .help = "NCCL releases before 2.5: AllReduce runs Tree below this size and Ring from it on, "
+             "instead of the tuner's choice (default: unset, the tuner chooses)",
+     .check = Check::NonNegative,
+     .optional = true},
     {.key = "NCCL_NVLS_ENABLE",
      .type = ParamType::Integer,
      .fallback = "2",
@@ -345,6 +351,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     (algorithms ? c.algos : c.protos) = *m;
   }
   if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = static_cast<int>(r.integer("NCCL_NVLS_ENABLE"));
+  if (r.has("NCCL_TREE_THRESHOLD")) c.tree_threshold = r.bytes("NCCL_TREE_THRESHOLD");
   if (take("NCCL_MIN_NCHANNELS"))
     c.min_channels = static_cast<int>(r.integer("NCCL_MIN_NCHANNELS"));
   if (take("NCCL_MAX_NCHANNELS"))
