@@ -699,6 +699,40 @@ TEST(NcclLayout, HamiltonianDecompositionUsesEveryLinkOnce) {
   EXPECT_TRUE(hamiltonian_decomposition(4).empty());
 }
 
+TEST(NcclLayout, MultiNodeRingsOverAMeshShareLinksAndNicsEvenly) {
+  // Two 8-GPU mesh servers, 64 channels (RCCL across nodes): each channel's path through a node
+  // uses 7 of the mesh's 56 directed links and leaves through its last GPU's NIC. 64 x 7 = 448 =
+  // 56 x 8: every link carries 8 channels on average and, chosen as the layout does, none more
+  // than 9; every NIC sends 64 / 8 = 8 channels on average, none more than 9 (a single ring
+  // order for all channels would put all 64 on one NIC and 7 links).
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 1
+nodes_per_rack: 2
+node: {gpus: 8, scale_up: mesh}
+leaf: {uplinks: 16}
+spine: {count: 1}
+)");
+  std::vector<fabric::NodeId> ranks;
+  for (uint32_t i = 0; i < 16; ++i)
+    ranks.push_back(f.gpu(i));
+  const Communicator comm(f, ranks);
+  std::map<std::pair<fabric::NodeId, fabric::NodeId>, int> arcs;
+  std::map<fabric::NodeId, int> exits;
+  for (int c = 0; c < 64; ++c) {
+    const std::vector<fabric::NodeId> order = comm.ring_order(c);
+    for (size_t i = 0; i + 1 < 8; ++i)
+      ++arcs[{order[i], order[i + 1]}];
+    ++exits[order[7]];
+  }
+  EXPECT_EQ(arcs.size(), 56u);
+  for (const auto& [arc, n] : arcs)
+    EXPECT_LE(n, 9);
+  EXPECT_EQ(exits.size(), 8u);
+  for (const auto& [gpu, n] : exits)
+    EXPECT_LE(n, 9) << gpu;
+}
+
 TEST(NcclBehaviour, RingsOverAnXgmiMeshUseEveryLink) {
   // One 8 x MI300X server, xGMI full mesh of 7 links per GPU at 64 GB/s x 0.75 = 48 GB/s, RCCL:
   // its 56 channels follow the 7 Hamiltonian cycles of the mesh in turn, so every directed link

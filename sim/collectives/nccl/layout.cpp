@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <tuple>
 
 #include "sim/core/error.hpp"
 #include "sim/core/rng.hpp"
@@ -144,18 +145,43 @@ const std::vector<int>& Communicator::mesh_order(int node, int channel) const {
     if (fresh) it->second = hamiltonian_decomposition(n);
     m.cycles = it->second;
   }
-  // With a decomposition, channel c takes cycle c mod (n - 1), from the channel's first GPU:
-  // every link carries the same number of channels (to within one).
+  // With a decomposition, each channel takes one of its cycles from the channel's first GPU,
+  // and uses its arcs but the one back to the first GPU (a multi-node ring leaves the node from
+  // the last GPU's NIC instead). Of the cycles, it takes the one whose busiest arc so far is the
+  // least busy, then the one whose last GPU (and so NIC) ended fewest channels: the links and
+  // the NICs share the channels evenly, as RCCL's rings do.
+  if (!m.cycles.empty() && m.exit_uses.empty()) m.exit_uses.assign(static_cast<size_t>(n), 0);
   while (!m.cycles.empty() && static_cast<int>(m.channels.size()) <= channel) {
     const int c = static_cast<int>(m.channels.size());
     const fabric::NodeId first_gpu =
         nnodes() == 1 ? g[static_cast<size_t>(c % n)] : rail_gpu(node, c % nics_);
     const int first = static_cast<int>(std::find(g.begin(), g.end(), first_gpu) - g.begin());
-    const std::vector<int>& cycle = m.cycles[static_cast<size_t>(c % (n - 1))];
-    const auto at = std::find(cycle.begin(), cycle.end(), first) - cycle.begin();
-    std::vector<int> order(cycle.begin() + at, cycle.end());
-    order.insert(order.end(), cycle.begin(), cycle.begin() + at);
-    m.channels.push_back(std::move(order));
+    const auto rotated = [&](size_t k) {
+      const std::vector<int>& cycle = m.cycles[k];
+      const auto at = std::find(cycle.begin(), cycle.end(), first) - cycle.begin();
+      std::vector<int> order(cycle.begin() + at, cycle.end());
+      order.insert(order.end(), cycle.begin(), cycle.begin() + at);
+      return order;
+    };
+    const auto key = [&](const std::vector<int>& order) {
+      int busiest = 0, total = 0;
+      for (size_t i = 0; i + 1 < order.size(); ++i) {
+        const int u = m.used[static_cast<size_t>(order[i])][static_cast<size_t>(order[i + 1])];
+        busiest = std::max(busiest, u);
+        total += u;
+      }
+      return std::tuple{busiest, m.exit_uses[static_cast<size_t>(order.back())], total};
+    };
+    std::vector<int> best = rotated(0);
+    for (size_t k = 1; k < m.cycles.size(); ++k) {
+      std::vector<int> o = rotated(k);
+      if (key(o) < key(best)) best = std::move(o);
+    }
+    for (size_t i = 0; i + 1 < best.size(); ++i)
+      ++m.used[static_cast<size_t>(best[i])][static_cast<size_t>(best[i + 1])];
+    ++m.exit_uses[static_cast<size_t>(best.back())];
+    if (nnodes() == 1) ++m.used[static_cast<size_t>(best.back())][static_cast<size_t>(best[0])];
+    m.channels.push_back(std::move(best));
   }
   // Otherwise channels in order, each greedily: from its first GPU, always to the unvisited GPU
   // over the least used link (lowest position on ties), then back to the first (the ring's return,

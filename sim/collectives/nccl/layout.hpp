@@ -121,6 +121,7 @@ class Communicator {
     std::vector<std::vector<int>> cycles;    // hamiltonian_decomposition of the node's size
     std::vector<std::vector<int>> channels;  // positions in nodes_[node], per channel
     std::vector<std::vector<int>> used;      // directed link use counts [from][to]
+    std::vector<int> exit_uses;              // channels whose order ends at each position
   };
   mutable std::vector<MeshOrders> mesh_orders_;
   /// hamiltonian_decomposition by node size, searched once per communicator.
