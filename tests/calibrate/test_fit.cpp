@@ -169,8 +169,7 @@ TEST(Fit, AnEfficiencyFarFromItsPhysicalValueIsReported) {
     const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(),
                                        options({"topology.node.nic_efficiency"}));
     EXPECT_NEAR(param(r, "topology.node.nic_efficiency").value, truth, 1e-3);
-    EXPECT_EQ(testing::PrintToString(r.warnings).find("absorbs a model error") !=
-                  std::string::npos,
+    EXPECT_EQ(testing::PrintToString(r.warnings).find("absorbs a model error") != std::string::npos,
               warned)
         << truth;
   }
