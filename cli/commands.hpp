@@ -34,6 +34,7 @@ struct ValidateCommand {
   std::optional<uint64_t> seed;
   std::vector<std::string> set;          // parameter values KEY=VALUE (after calibration files)
   std::vector<std::string> calibration;  // calibration files (after the scenario's own)
+  std::vector<std::string> tables;       // prefixes of the table names to compare (empty: all)
   bool plot = true;
 };
 

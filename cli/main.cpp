@@ -172,6 +172,12 @@ int main(int argc, char** argv) {
                    "validation.png")
       ->capture_default_str();
   validate->add_option("--seed", val.seed, "override the scenario's seed");
+  validate
+      ->add_option("--tables", val.tables,
+                   "compare only the tables whose names start with one of these (repeatable or "
+                   "comma-separated), e.g. --tables aac8_,aac10_ for one cluster of a file that "
+                   "holds several")
+      ->delimiter(',');
   validate->add_flag("--no-plot", no_plot, "do not draw validation.png");
   add_set(validate, val.set, val.calibration);
 

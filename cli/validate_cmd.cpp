@@ -52,8 +52,10 @@ int validate(const ValidateCommand& c) {
   // The scenario as simulated (calibrated parameters applied), for results.h5.
   const std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   // A bad file is left out and reported at the end: the others are still worth their results.
+  validation::TableNames names;
+  names.prefixes = c.tables;
   const validation::ValidationReport report =
-      validation::validate_files(files, c.scenario, overrides);
+      validation::validate_files(files, c.scenario, overrides, names);
   for (const std::string& w : report.warnings)
     std::cerr << w << "\n";
   const auto input_errors = [&] {

@@ -183,5 +183,22 @@ TEST(Validate, RowsSayWhereTheTunersEstimateAndTheSimulationDisagree) {
   EXPECT_TRUE(contains(format_report(r), "tuner's estimate"));
 }
 
+TEST(Validate, TablesAreChosenByNamePrefix) {
+  // The AMD file holds three clusters; --tables aac8_ keeps the one-server MI300X table, which
+  // the MI300X scenario then compares alone; a prefix no table has is an error naming it.
+  const std::vector<std::string> files = {test::source_path(
+      "validation/data/measured/amd_aac_mi300x_mi325x_mi355x_rccl_allreduce.yaml")};
+  const std::string scenario = test::source_path("validation/scenarios/amd-mi300x-roce.yaml");
+  TableNames names;
+  names.prefixes = {"aac8_"};
+  const ValidationReport r = validate_files(files, scenario, {}, names);
+  ASSERT_EQ(r.tables.size(), 1u);
+  EXPECT_EQ(r.tables[0].table, "aac8_mi300x_1node_INTRA");
+  EXPECT_TRUE(r.errors.empty());
+  names.prefixes = {"aac99_"};
+  const InputError e = test::input_error([&] { validate_files(files, scenario, {}, names); });
+  EXPECT_TRUE(contains(e.what(), "aac99_"));
+}
+
 }  // namespace
 }  // namespace rocesim::validation

@@ -274,18 +274,40 @@ ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::stri
   return report;
 }
 
+bool TableNames::matches(const std::string& name) const {
+  return prefixes.empty() || std::any_of(prefixes.begin(), prefixes.end(),
+                                         [&](const auto& p) { return name.starts_with(p); });
+}
+
 ValidationReport validate_files(const std::vector<std::string>& files,
                                 const std::string& scenario_path,
-                                const scenario::Overrides& overrides) {
+                                const scenario::Overrides& overrides, const TableNames& names) {
   // A scenario that does not load would fail every file: that is its error, not theirs.
   load_without_workloads(scenario_path, overrides);
   ValidationReport report;
+  size_t kept = 0;
   for (const std::string& f : files) {
     try {
-      add_log(report, read_measured_file(f), scenario_path, overrides, {});
+      NcclTestsLog log = read_measured_file(f);
+      // Unnamed tables (logs) are named by position before any is left out, so that they keep
+      // their names in the report.
+      for (size_t i = 0; i < log.tables.size(); ++i)
+        log.tables[i].metadata.try_emplace("name", fmt::format("table{}", i + 1));
+      std::erase_if(log.tables,
+                    [&](const NcclTestsTable& t) { return !names.matches(t.metadata.at("name")); });
+      kept += log.tables.size();
+      if (!log.tables.empty()) add_log(report, log, scenario_path, overrides, {});
     } catch (const InputError& e) {
       report.errors.emplace_back(e.what());
     }
+  }
+  if (kept == 0 && !names.prefixes.empty() && report.errors.empty()) {
+    std::string list;
+    for (const std::string& p : names.prefixes)
+      list += (list.empty() ? "'" : ", '") + p + "'";
+    throw InputError(SourceLocation{std::make_shared<const std::string>("--tables"), 0, 0},
+                     "--tables", "a prefix of a table name in the measured files",
+                     "no table named " + list + "...");
   }
   add_bands(report);
   return report;

@@ -96,9 +96,16 @@ ValidationReport validate(const std::vector<NcclTestsLog>& logs, const std::stri
 /// cannot be read or simulated (an InputError) is left out whole, its error in the report's
 /// `errors`, and the others are still reported, so that one bad file among many costs only
 /// itself. Throws InputError if the scenario cannot be loaded.
+/// Which tables to compare, by name (a dataset's table name, `table<k>` in a log).
+struct TableNames {
+  std::vector<std::string> prefixes;  // empty: every table
+  bool matches(const std::string& name) const;
+};
+/// Tables whose names match none of `names` are skipped; if no table of any file matches, that
+/// is an InputError naming the prefixes.
 ValidationReport validate_files(const std::vector<std::string>& files,
                                 const std::string& scenario_path,
-                                const scenario::Overrides& overrides);
+                                const scenario::Overrides& overrides, const TableNames& names = {});
 
 /// Percentile p in [0, 1] of `values` (linear interpolation; 0 for none).
 double percentile(std::vector<double> values, double p);
