@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <string>
 #include <string_view>
 
@@ -203,7 +204,8 @@ ServerSpec read_server(const ParamReader& r) {
   s.wire.layer = r.choice("transport") == "infiniband" ? fabric::LinkLayer::InfiniBand
                                                        : fabric::LinkLayer::RoCEv2;
   s.wire.mtu = r.bytes("mtu").count();
-  if (s.wire.mtu < 256 || s.wire.mtu > 4096 || (s.wire.mtu & (s.wire.mtu - 1)) != 0) {
+  if (s.wire.mtu < 256 || s.wire.mtu > 4096 ||
+      !std::has_single_bit(static_cast<uint64_t>(s.wire.mtu))) {
     r.fail("mtu", "a power of two from 256B to 4096B (an RDMA path MTU)",
            std::to_string(s.wire.mtu) + "B");
   }
@@ -231,12 +233,12 @@ ServerSpec read_server(const ParamReader& r) {
   pcie.generation = static_cast<int>(r.integer("pcie_generation"));
   if (pcie.generation > 6) r.fail("pcie_generation", "1 to 6", std::to_string(pcie.generation));
   pcie.lanes = static_cast<int>(r.integer("pcie_lanes"));
-  if (pcie.lanes > 16 || (pcie.lanes & (pcie.lanes - 1)) != 0) {
+  if (pcie.lanes > 16 || !std::has_single_bit(static_cast<unsigned>(pcie.lanes))) {
     r.fail("pcie_lanes", "1, 2, 4, 8 or 16", std::to_string(pcie.lanes));
   }
   pcie.max_payload = r.bytes("pcie_max_payload").count();
   if (pcie.max_payload < 128 || pcie.max_payload > 4096 ||
-      (pcie.max_payload & (pcie.max_payload - 1)) != 0) {
+      !std::has_single_bit(static_cast<uint64_t>(pcie.max_payload))) {
     r.fail("pcie_max_payload", "a power of two from 128B to 4096B",
            std::to_string(pcie.max_payload) + "B");
   }

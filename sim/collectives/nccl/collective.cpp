@@ -29,14 +29,10 @@ double seconds(Time t) {
   return t.in_seconds();
 }
 
-/// Capacity of the first link from `a` to a node of kind `to`.
-double link_gbytes(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeKind to,
-                   fabric::SwitchRole role) {
+/// Capacity in GB/s of the first link from `a` to a node of kind `to`.
+double link_gbytes(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeKind to) {
   for (fabric::LinkId l : f.out_links(a)) {
-    const fabric::Node& d = f.node(f.link(l).dst);
-    if (d.kind == to && (to != fabric::NodeKind::Switch || d.role == role)) {
-      return f.link(l).capacity.bytes_per_second() * 1e-9;
-    }
+    if (f.node(f.link(l).dst).kind == to) return f.link(l).capacity.bytes_per_second() * 1e-9;
   }
   return 0;
 }
@@ -125,7 +121,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   const double nvlink = f_.scale_up_bandwidth(g).bytes_per_second() * 1e-9;
   // A GPU's way out of its server: its PCIe link to the NIC and the NIC's cable, whichever is
   // narrower (NCCL's GPU -> NIC path bandwidth).
-  double nic_path = link_gbytes(f_, g, fabric::NodeKind::Nic, fabric::SwitchRole::None);
+  double nic_path = link_gbytes(f_, g, fabric::NodeKind::Nic);
   for (fabric::LinkId l : f_.out_links(nic)) {
     const fabric::Node& d = f_.node(f_.link(l).dst);
     if (d.kind == fabric::NodeKind::Switch && d.tier > 0) {
@@ -183,16 +179,18 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
   return id;
 }
 
-double OpRunner::step_cost_us(bool network) const {
+void OpRunner::set_step_costs() {
   // NCCL's hwLat is the measured cost of a pipeline step between GPUs of NCCL's reference
   // system, wire included: one NVLink domain inside a server, one switch between servers. What
   // it adds to a hop beyond its own wire is therefore hwLat less the reference wire; a longer
   // path (more switches, PXN's NVLink detour) adds its extra wire on top, and a hop never costs
-  // less than its wire.
+  // less than its wire. Computed once per operation: every leg of it reads them.
   const TuningInput in = tuning_input(result_.collective, result_.channels);
-  const double hw = config_.hop_latency_factor *
-                    hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
-  return std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
+  for (const bool network : {false, true}) {
+    const double hw = config_.hop_latency_factor *
+                      hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+    step_cost_us_[network ? 1 : 0] = std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
+  }
 }
 
 double OpRunner::leg_latency_us(engine::Simulation& sim, engine::ConnectionId c,
@@ -231,6 +229,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     const bool nvls =
         choice.algorithm == Algorithm::Nvls || choice.algorithm == Algorithm::NvlsTree;
     result_.channels = nvls ? nvls_channels() : channels_for(bytes, choice.protocol);
+    set_step_costs();
     result_.model_us = model_time_us(tables_, tuning_input(c, result_.channels), choice.algorithm,
                                      choice.protocol, static_cast<double>(bytes));
   }

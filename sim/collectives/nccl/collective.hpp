@@ -137,16 +137,19 @@ class OpRunner {
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
-  /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor), in us.
-  double step_cost_us(bool network) const;
+  /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor, less the reference wire), in us,
+  /// of the operation in progress: set_step_costs() computes both kinds when it starts.
+  double step_cost_us(bool network) const { return step_cost_us_[network ? 1 : 0]; }
+  void set_step_costs();
   void finish_op(engine::Simulation& sim);
 
   const fabric::Fabric& f_;
   Communicator comm_;
   NcclConfig config_;
   const TuningTables& tables_;
-  double ref_nvlink_us_ = 0;  // wire latency of a GPU-GPU hop inside a server
-  double ref_net_us_ = 0;     // and between servers one switch apart
+  double ref_nvlink_us_ = 0;         // wire latency of a GPU-GPU hop inside a server
+  double ref_net_us_ = 0;            // and between servers one switch apart
+  double step_cost_us_[2] = {0, 0};  // per-step cost of an intra-node and a network hop
   struct EdgeKey {
     fabric::NodeId src, dst, relay;
     int64_t message;
