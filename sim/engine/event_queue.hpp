@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <queue>
 #include <vector>
 
@@ -50,10 +51,12 @@ class EventQueue {
 };
 
 /// Deliveries: a flow's last byte reaches the receiver one path latency after its bandwidth phase
-/// ends. Bandwidth phases end in time order, so the deliveries of all paths with the same
-/// latency are in time order too: a FIFO per distinct latency (a "lane") replaces the priority
-/// queue for them, and the next delivery is the earliest lane head. Ties go to the lane created
-/// first, then first in, first out: deterministic.
+/// ends, plus whatever it waits in queues. Bandwidth phases end in time order, so the deliveries
+/// of all paths with the same latency and no queueing are in time order too: a FIFO per distinct
+/// latency (a "lane") replaces the priority queue for them, and the next delivery is the earliest
+/// lane head. A delivery delayed by queues (push_late) may overtake others: it goes to a heap.
+/// Ties go to the lane created first, then first in, first out, then the heap in order of
+/// insertion: deterministic.
 template <typename Item>
 class DeliveryLanes {
  public:
@@ -65,8 +68,10 @@ class DeliveryLanes {
     return static_cast<uint32_t>(lanes_.size() - 1);
   }
   void push(uint32_t lane, Time at, Item item) { lanes_[lane].push(at, std::move(item)); }
+  /// A delivery in no particular order relative to the others.
+  void push_late(Time at, Item item) { late_.push(Late{at, late_seq_++, std::move(item)}); }
   Time next_time() const {
-    Time t = Time::infinity();
+    Time t = late_.empty() ? Time::infinity() : late_.top().at;
     for (const Lane& l : lanes_) {
       if (l.count > 0) t = std::min(t, l.slots[l.head].first);
     }
@@ -77,11 +82,21 @@ class DeliveryLanes {
     for (Lane& l : lanes_) {
       if (l.count > 0 && l.slots[l.head].first == t) return l.pop();
     }
-    ROCESIM_CHECK(false, "no delivery due at this time");
-    return Item{};
+    ROCESIM_CHECK(!late_.empty() && late_.top().at == t, "no delivery due at this time");
+    Item out = late_.top().item;
+    late_.pop();
+    return out;
   }
 
  private:
+  struct Late {
+    Time at;
+    uint64_t seq;
+    Item item;
+    bool operator>(const Late& o) const { return at > o.at || (at == o.at && seq > o.seq); }
+  };
+  std::priority_queue<Late, std::vector<Late>, std::greater<>> late_;
+  uint64_t late_seq_ = 0;
   // A circular buffer: memory stays at the largest number of deliveries in flight at once.
   struct Lane {
     Time latency;

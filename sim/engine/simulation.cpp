@@ -66,7 +66,8 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
                spec.message_bytes,
                static_cast<uint32_t>(via_.size()),
                0,
-               spec.relay == src_gpu ? fabric::kNone : spec.relay};
+               spec.relay == src_gpu ? fabric::kNone : spec.relay,
+               spec.traffic_class};
   ROCESIM_CHECK(c.relay == fabric::kNone || fabric_.node(c.relay).server == s.server,
                 "a relay GPU must be on the sender's server");
   via_.insert(via_.end(), via.begin(), via.end());
@@ -107,7 +108,14 @@ routing::PathId Simulation::path_of(QpIndex qp) {
 }
 
 void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap) {
-  start_running(transfer, qp, path_of(qp), 1, bytes, {}, rate_cap);
+  const routing::PathId path = path_of(qp);
+  const network::Route route{paths_.links(path), 1.0, qp};
+  network::FlowSpec spec;
+  spec.routes = std::span<const network::Route>(&route, 1);
+  spec.bytes = static_cast<double>(bytes);
+  spec.rate_cap = rate_cap;
+  spec.traffic_class = connections_[qps_[qp].connection].traffic_class;
+  start_running(transfer, qp, path, 1, spec);
 }
 
 Time Simulation::connection_latency(ConnectionId c) {
@@ -115,12 +123,18 @@ Time Simulation::connection_latency(ConnectionId c) {
 }
 
 void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
-                               int64_t bytes, std::span<const double> weights, double rate_cap) {
-  const network::FlowHandle h =
-      net_.start(paths_.links(path), weights, static_cast<double>(bytes), now_, rate_cap);
+                               const network::FlowSpec& spec) {
+  const network::FlowHandle h = net_.start(spec, now_);
   const uint32_t slot = running_.acquire();
-  running_[slot] =
-      Running{transfer, qp, path, legs, next_flow_id_++, bytes, now_, Time::infinity()};
+  running_[slot] = Running{transfer,
+                           qp,
+                           path,
+                           legs,
+                           next_flow_id_++,
+                           static_cast<int64_t>(spec.bytes),
+                           now_,
+                           Time::infinity(),
+                           Time::infinity()};
   if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
   slot_of_handle_[h] = slot;
 }
@@ -128,38 +142,38 @@ void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId pa
 void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes,
                           double rate_cap, uint64_t tag, bool reduce_in_switches) {
   ROCESIM_CHECK(!legs.empty() && bytes.count() > 0, "a pipeline moves bytes over >= 1 leg");
-  if (link_weight_.empty()) link_weight_.assign(fabric_.link_count(), 0.0);
-  pipe_links_.clear();
+  // Route every QP first: routing one may grow the path table and move the others' links.
   for (const PipelineLeg& leg : legs) {
     const Connection& c = connections_.at(leg.connection);
+    for (uint32_t q = 0; q < c.qps; ++q)
+      (void)path_of(c.first_qp + q);
+  }
+  pipe_routes_.clear();
+  for (const PipelineLeg& leg : legs) {
+    const Connection& c = connections_[leg.connection];
     const double per_qp = leg.share / c.qps;
     for (uint32_t q = 0; q < c.qps; ++q) {
-      for (fabric::LinkId l : paths_.links(path_of(c.first_qp + q))) {
-        if (link_weight_[l] == 0) pipe_links_.push_back(l);
-        link_weight_[l] += per_qp;
-      }
+      pipe_routes_.push_back({paths_.links(qps_[c.first_qp + q].path), per_qp, c.first_qp + q});
     }
   }
-  pipe_weights_.clear();
-  auto fabric_switch = [&](fabric::NodeId n) {
-    const fabric::Node& x = fabric_.node(n);
-    return x.kind == fabric::NodeKind::Switch && x.role != fabric::SwitchRole::NvSwitch;
-  };
-  for (fabric::LinkId l : pipe_links_) {
-    double weight = link_weight_[l];
-    if (reduce_in_switches && fabric_switch(fabric_.link(l).src) &&
-        fabric_switch(fabric_.link(l).dst)) {
-      weight = std::min(weight, 1.0);
-    }
-    pipe_weights_.push_back(weight);
-    link_weight_[l] = 0;
-  }
+  network::FlowSpec spec;
+  spec.routes = pipe_routes_;
+  spec.bytes = static_cast<double>(bytes.count());
+  spec.rate_cap = rate_cap;
+  spec.traffic_class = connections_[legs.front().connection].traffic_class;
+  spec.reduce_in_switches = reduce_in_switches;
+  // The union of the legs, as results count the bytes on each link; the workload accounts for
+  // the pipeline's latency itself.
+  network::merge_routes(fabric_, spec, link_weight_, pipe_links_, pipe_weights_);
+  if (pipe_weights_.empty()) pipe_weights_.assign(pipe_links_.size(), 1.0);
   const routing::PathId p = paths_.add_weighted(pipe_links_, pipe_weights_, Time::zero());
+  for (network::Route& r : pipe_routes_)  // the table may have moved
+    r.hops = paths_.links(qps_[r.qp].path);
   lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
   const uint32_t slot = transfers_.acquire();
   transfers_[slot] = Transfer{w, tag, 1};
   start_running(slot, connections_[legs.front().connection].first_qp, p,
-                static_cast<uint32_t>(legs.size()), bytes.count(), pipe_weights_, rate_cap);
+                static_cast<uint32_t>(legs.size()), spec);
 }
 
 void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag,
@@ -248,17 +262,8 @@ void Simulation::deliver(uint32_t flow) {
   const QpInfo& qi = qps_[r.qp];
   const Connection& c = connections_[qi.connection];
   const Transfer& tr = transfers_[r.transfer];
-  const FlowRecord rec{r.id,
-                       tr.workload,
-                       c.src,
-                       c.dst,
-                       r.qp,
-                       r.path,
-                       r.legs,
-                       Bytes(r.bytes),
-                       r.start,
-                       r.bandwidth_end,
-                       r.bandwidth_end + paths_.latency(r.path)};
+  const FlowRecord rec{r.id,   tr.workload,    c.src,   c.dst,           r.qp,       r.path,
+                       r.legs, Bytes(r.bytes), r.start, r.bandwidth_end, r.delivered};
   ++delivered_;
   WorkloadState& ws = workloads_[rec.workload];
   ++ws.flows;
@@ -301,11 +306,16 @@ void Simulation::run() {
     now_ = t;
     if (t_net == t) {
       net_.advance(t, finished_);
-      for (const network::FlowHandle h : finished_) {
-        const uint32_t slot = slot_of_handle_[h];
+      for (const network::Completion& c : finished_) {
+        const uint32_t slot = slot_of_handle_[c.flow];
         Running& r = running_[slot];
         r.bandwidth_end = t;
-        deliveries_.push(lane_of_path_[r.path], t + paths_.latency(r.path), slot);
+        r.delivered = t + paths_.latency(r.path) + c.queueing;
+        if (c.queueing == Time::zero()) {
+          deliveries_.push(lane_of_path_[r.path], r.delivered, slot);
+        } else {
+          deliveries_.push_late(r.delivered, slot);
+        }
         ++events_;
       }
     }
@@ -323,6 +333,7 @@ void Simulation::run() {
     net_.commit(t);
     if ((++instants & 0x3FF) == 0) report_progress(false);
   }
+  net_.finish(now_);
   report_progress(true);
   for (const WorkloadState& s : workloads_) {
     if (!s.done) {

@@ -16,6 +16,11 @@
 // split evenly across all of them (NCCL_IB_SPLIT_DATA_ON_QPS=1). Messages on one QP follow each
 // other back to back, so at flow level each QP used by a transfer carries one flow with the sum
 // of its messages. Transfers between GPUs of one server use NVLink.
+//
+// The network model sees each flow as its routes (one per QP; a pipeline's edges each with their
+// own), the QP ids (so that transport state such as a DCQCN rate lives across messages) and the
+// connection's traffic class. It reports, with each finished flow, the time its last byte waits
+// in queues; the receiver has it that much later than the path latency alone says.
 #pragma once
 
 #include <chrono>
@@ -55,6 +60,7 @@ struct ConnectionSpec {
   /// Send through this GPU's NIC (a GPU of the sender's server, reached over NVLink: NCCL's PXN)
   /// rather than the sender's own; kNone: the sender's own NIC.
   fabric::NodeId relay = fabric::kNone;
+  network::TrafficClass traffic_class = network::TrafficClass::Lossless;
 };
 
 /// One connection of a pipeline and the share of the pipeline's bytes it carries.
@@ -80,7 +86,7 @@ struct FlowRecord {
   Bytes bytes{};      // per leg
   Time start{};
   Time bandwidth_end{};  // last byte left the sender
-  Time delivered{};      // last byte arrived: bandwidth_end + path latency
+  Time delivered{};      // last byte arrived: bandwidth_end + path latency + queueing
 };
 
 struct QpInfo {
@@ -188,6 +194,7 @@ class Simulation {
     int64_t message_bytes;
     uint32_t via_begin, via_end;
     fabric::NodeId relay;
+    network::TrafficClass traffic_class;
   };
   struct Transfer {
     WorkloadId workload;
@@ -203,12 +210,13 @@ class Simulation {
     int64_t bytes;
     Time start;
     Time bandwidth_end;
+    Time delivered;
   };
 
   routing::PathId path_of(QpIndex qp);
   void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap);
   void start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
-                     int64_t bytes, std::span<const double> weights, double rate_cap);
+                     const network::FlowSpec& spec);
   void start_workload(WorkloadId w);
   void dispatch(const Event& e);
   void deliver(uint32_t flow);
@@ -233,10 +241,11 @@ class Simulation {
   std::vector<uint32_t> slot_of_handle_;  // network handle -> engine flow slot
   DeliveryLanes<uint32_t> deliveries_;    // bandwidth phase over, waiting for the last byte
   std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)
-  std::vector<network::FlowHandle> finished_;
+  std::vector<network::Completion> finished_;
   std::vector<fabric::LinkId> route_scratch_;
   std::vector<int64_t> qp_bytes_;    // per QP of the connection being posted to
   std::vector<double> link_weight_;  // scratch per link while merging a pipeline's legs
+  std::vector<network::Route> pipe_routes_;
   std::vector<fabric::LinkId> pipe_links_;
   std::vector<double> pipe_weights_;
   uint64_t next_flow_id_ = 0;

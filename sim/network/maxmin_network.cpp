@@ -13,33 +13,38 @@ std::vector<double> capacities(const fabric::Fabric& f) {
   return c;
 }
 
-constexpr Param kNetworkParams[] = {
-    {.key = "model",
-     .type = ParamType::Choice,
-     .fallback = "maxmin",
-     .help = "rate model: maxmin shares links max-min fairly between fluid flows",
-     .choices = "maxmin"},
-};
-const ParamTable kNetworkTable{"network", "How flows share the links.", kNetworkParams};
+constexpr Param kMaxMinParams[] = {kModelParam};
+const ParamTable kMaxMinTable{
+    "network (model: maxmin)",
+    "How flows share the links. `maxmin` (the default): every link is an ideal pipe shared "
+    "max-min fairly between the flows that cross it; no queues, no pauses, no congestion "
+    "control (docs/models/maxmin.md).",
+    kMaxMinParams};
 
 }  // namespace
 
-const ParamTable& network_table() {
-  return kNetworkTable;
+const ParamTable& maxmin_table() {
+  return kMaxMinTable;
 }
 
-MaxMinNetwork::MaxMinNetwork(const fabric::Fabric& f, int threads) : solver_(capacities(f)) {
+std::unique_ptr<NetworkModel> make_maxmin(const ParamReader& section, const fabric::Fabric& f,
+                                          const ModelOptions& options) {
+  (void)section.choice("model");
+  return std::make_unique<MaxMinNetwork>(f, options.threads);
+}
+
+MaxMinNetwork::MaxMinNetwork(const fabric::Fabric& f, int threads)
+    : fabric_(f), solver_(capacities(f)) {
   solver_.set_threads(threads);
 }
 
-FlowHandle MaxMinNetwork::start(std::span<const fabric::LinkId> links,
-                                std::span<const double> weights, double bytes, Time now,
-                                double rate_cap) {
-  ROCESIM_CHECK(bytes > 0, "a flow moves at least one byte");
-  const FlowHandle f = solver_.add(links, rate_cap, weights);
+FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
+  ROCESIM_CHECK(spec.bytes > 0, "a flow moves at least one byte");
+  merge_routes(fabric_, spec, merge_scratch_, links_, weights_);
+  const FlowHandle f = solver_.add(links_, spec.rate_cap, weights_);
   if (f >= state_.size()) state_.resize(f + 1);
   FlowState& s = state_[f];
-  s.remaining = bytes;
+  s.remaining = spec.bytes;
   s.rate = 0;
   s.since = now;
   ++s.version;
@@ -57,7 +62,7 @@ Time MaxMinNetwork::next_event() {
   return Time::infinity();
 }
 
-void MaxMinNetwork::advance(Time t, std::vector<FlowHandle>& finished) {
+void MaxMinNetwork::advance(Time t, std::vector<Completion>& finished) {
   finished.clear();
   while (!ends_.empty() && ends_.top().end_ps <= t.count_ps()) {
     const Pending p = ends_.top();
@@ -68,7 +73,7 @@ void MaxMinNetwork::advance(Time t, std::vector<FlowHandle>& finished) {
     s.live = false;
     s.remaining = 0;
     solver_.remove(p.flow);
-    finished.push_back(p.flow);
+    finished.push_back({p.flow, Time::zero()});
   }
 }
 

@@ -16,6 +16,7 @@
 #include "sim/core/params.hpp"
 #include "sim/network/maxmin_solver.hpp"
 #include "sim/network/network_model.hpp"
+#include "sim/network/registry.hpp"
 
 namespace rocesim::network {
 
@@ -24,10 +25,9 @@ class MaxMinNetwork final : public NetworkModel {
   explicit MaxMinNetwork(const fabric::Fabric& f, int threads = 1);
 
   std::string_view name() const override { return "maxmin"; }
-  FlowHandle start(std::span<const fabric::LinkId> links, std::span<const double> weights,
-                   double bytes, Time now, double rate_cap) override;
+  FlowHandle start(const FlowSpec& spec, Time now) override;
   Time next_event() override;
-  void advance(Time t, std::vector<FlowHandle>& finished) override;
+  void advance(Time t, std::vector<Completion>& finished) override;
   void commit(Time now) override;
   double rate(FlowHandle f) const override { return state_[f].rate; }
   size_t active_flows() const override { return solver_.active_flows(); }
@@ -51,13 +51,19 @@ class MaxMinNetwork final : public NetworkModel {
     }
   };
 
+  const fabric::Fabric& fabric_;
   MaxMinSolver solver_;
   std::vector<FlowState> state_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> ends_;
   std::vector<MaxMinSolver::FlowSlot> changed_;
+  std::vector<double> merge_scratch_;
+  std::vector<fabric::LinkId> links_;
+  std::vector<double> weights_;
 };
 
-/// The `network` section of a scenario.
-const ParamTable& network_table();
+/// The `network` section when `model: maxmin`.
+const ParamTable& maxmin_table();
+std::unique_ptr<NetworkModel> make_maxmin(const ParamReader& section, const fabric::Fabric& f,
+                                          const ModelOptions& options);
 
 }  // namespace rocesim::network

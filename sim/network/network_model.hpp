@@ -1,7 +1,17 @@
-// The seam between the engine and a rate model. A model knows links and flows, never
+// The seam between the engine and a rate model. A model knows links, flows and QPs, never
 // collectives. It answers the two questions every model answers: when is your next event, and
 // advance to it. The engine starts flows, asks for the next event time, advances, and calls
 // commit() once per instant after all the flows of that instant have started and finished.
+//
+// A flow is described by its routes: each route is the ordered list of links one QP's share of
+// the flow crosses, sender to receiver. An ordinary flow has one route. A pipeline (an NCCL ring
+// or tree channel, whose edges all move the same bytes in lockstep) has one route per edge and
+// QP; a model that cares which hop is congested, and who causes it, sees every hop of every edge
+// in order. A model that only shares bandwidth (maxmin) merges the routes into one weighted set
+// of links (merge_routes()).
+//
+// The QP of a route names transport state that outlives one flow (a DCQCN rate, credits): every
+// message a workload posts on a QP arrives with the same QP id.
 #pragma once
 
 #include <cstdint>
@@ -16,30 +26,98 @@
 namespace rocesim::network {
 
 using FlowHandle = uint32_t;
+/// The engine's QP index: stable for the whole run, shared by every flow of the QP.
+using QpId = uint32_t;
+inline constexpr QpId kNoQp = std::numeric_limits<QpId>::max();
 inline constexpr double kNoRateCap = std::numeric_limits<double>::infinity();
+
+/// Traffic classes, as a RoCE fabric configures them: RDMA data in a lossless (PFC) class, other
+/// traffic in a lossy class, congestion notifications and NCCL's clear-to-send messages in a
+/// strict-priority class that PFC never pauses.
+enum class TrafficClass : uint8_t { Lossless = 0, Lossy = 1, Control = 2 };
+inline constexpr size_t kTrafficClasses = 3;
+std::string_view traffic_class_name(TrafficClass c);
+
+/// One QP's part of a flow: the links it crosses in order, and the bytes it carries per byte of
+/// the flow.
+struct Route {
+  std::span<const fabric::LinkId> hops;
+  double share = 1.0;
+  QpId qp = kNoQp;
+};
+
+struct FlowSpec {
+  std::span<const Route> routes;  // at least one
+  double bytes = 0;               // of the flow; route i carries bytes * routes[i].share
+  /// Bound on the flow's rate (bytes of the flow per second), e.g. a credit window over a round
+  /// trip; kNoRateCap when absent.
+  double rate_cap = kNoRateCap;
+  TrafficClass traffic_class = TrafficClass::Lossless;
+  /// In-network reduction (CollNet/SHARP): a link between two fabric switches carries one
+  /// reduced stream however many routes cross it.
+  bool reduce_in_switches = false;
+};
+
+/// A flow whose last byte left its sender, and how long that byte waits in queues on the way
+/// (0 for a model without queues). The engine adds the path's propagation latency.
+struct Completion {
+  FlowHandle flow;
+  Time queueing{};
+};
+
+/// Events of a model with queues. Metrics and traces subscribe; models never write files.
+/// Every call comes from the engine's thread, in a deterministic order.
+class NetworkObserver {
+ public:
+  virtual ~NetworkObserver() = default;
+  /// Depth of an egress queue (link, class), reported when it changes by a model step.
+  virtual void on_queue(fabric::LinkId link, TrafficClass c, Time t, double bytes);
+  /// PFC on a link: the link's sender stops (paused) or resumes sending class c.
+  virtual void on_pause(fabric::LinkId link, TrafficClass c, Time t, bool paused);
+  /// ECN marks on the egress of a link, counted in packets (fractional for a fluid model).
+  virtual void on_ecn(fabric::LinkId link, QpId qp, Time t, double packets);
+  /// Congestion notifications received by a QP's sender (fractional for a fluid model).
+  virtual void on_cnp(QpId qp, Time t, double cnps);
+  /// Bytes lost at a full egress queue.
+  virtual void on_drop(fabric::LinkId link, TrafficClass c, Time t, double bytes);
+  /// A QP's sending rate (bytes/s), reported when its rate-control state changes.
+  virtual void on_rate(QpId qp, Time t, double bytes_per_second);
+};
 
 class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
   virtual std::string_view name() const = 0;
 
-  /// Starts moving `bytes` over `links` at `now`, capped at `rate_cap` bytes/s (kNoRateCap).
-  /// `weights` (empty: all 1) is what each link carries per byte of the flow: a pipeline whose
-  /// edges share a link, or whose bytes are split over several QPs, has weights other than 1.
-  /// Handles are reused after a flow finishes.
-  virtual FlowHandle start(std::span<const fabric::LinkId> links, std::span<const double> weights,
-                           double bytes, Time now, double rate_cap) = 0;
-  /// Earliest end of a flow's bandwidth phase, Time::infinity() when nothing is moving.
+  /// Starts moving spec.bytes over spec.routes at `now`. Handles are reused after a flow
+  /// finishes.
+  virtual FlowHandle start(const FlowSpec& spec, Time now) = 0;
+  /// Earliest time at which the model must be advanced: a flow's end or a step of its own
+  /// dynamics; Time::infinity() when nothing is moving.
   virtual Time next_event() = 0;
   /// Moves to `t` (never past next_event()) and replaces `finished` with the flows whose last
   /// byte left the sender at t, in a deterministic order. Their handles become free.
-  virtual void advance(Time t, std::vector<FlowHandle>& finished) = 0;
+  virtual void advance(Time t, std::vector<Completion>& finished) = 0;
   /// Recomputes rates after the starts and finishes of instant `now`.
   virtual void commit(Time now) = 0;
 
   /// Current rate of a running flow in bytes/s.
   virtual double rate(FlowHandle f) const = 0;
   virtual size_t active_flows() const = 0;
+  /// Called once when the run is over (totals, open pauses); the default does nothing.
+  virtual void finish(Time end);
+
+  void add_observer(NetworkObserver* o) { observers_.push_back(o); }
+
+ protected:
+  std::vector<NetworkObserver*> observers_;
 };
+
+/// The union of a flow's routes as one set of links, each with the bytes it carries per byte of
+/// the flow (the sum of the shares of the routes that cross it; at most 1 on a link between two
+/// fabric switches with reduce_in_switches). Links appear in order of first use. `scratch` is
+/// per-link storage of the fabric's link count, all zero before and after.
+void merge_routes(const fabric::Fabric& f, const FlowSpec& spec, std::vector<double>& scratch,
+                  std::vector<fabric::LinkId>& links, std::vector<double>& weights);
 
 }  // namespace rocesim::network

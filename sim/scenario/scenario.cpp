@@ -14,7 +14,7 @@
 #include "sim/collectives/ring_allreduce.hpp"
 #include "sim/engine/workload_params.hpp"
 #include "sim/fabric/gpu_selection.hpp"
-#include "sim/network/maxmin_network.hpp"
+#include "sim/network/registry.hpp"
 #include "sim/scenario/calibration.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/topology/builders.hpp"
@@ -298,9 +298,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
 
   const ParamReader routing = r.section("routing", routing::routing_table());
   run->router = routing::make_router(routing, run->fabric, run->seed);
-  const ParamReader net = r.section("network", network::network_table());
-  (void)net.choice("model");
-  run->network = std::make_unique<network::MaxMinNetwork>(run->fabric, o.threads);
+  run->network = network::make_network(r, "network", run->fabric, {.threads = o.threads});
 
   engine::SimulationConfig sc;
   sc.seed = run->seed;
@@ -424,7 +422,8 @@ std::vector<const ParamTable*> all_tables() {
   t.push_back(&routing::routing_table());
   for (const ParamTable* s : routing::routing_subtables())
     t.push_back(s);
-  t.push_back(&network::network_table());
+  for (const network::NetworkModelType& m : network::network_models())
+    t.push_back(m.table);
   t.push_back(&collectives::nccl::nccl_table());
   t.push_back(&kJobTable);
   for (const WorkloadKind& k : workload_kinds())

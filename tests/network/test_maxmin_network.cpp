@@ -35,14 +35,32 @@ std::vector<fabric::LinkId> path(const fabric::Fabric& f, uint32_t src_rank, uin
 
 const double kRate = test::roce_payload(400e9);  // bytes/s: the NIC cable carries payload
 
+FlowHandle start(NetworkModel& net, const std::vector<fabric::LinkId>& links, double bytes,
+                 Time now) {
+  const Route route{links, 1.0, kNoQp};
+  FlowSpec spec;
+  spec.routes = std::span<const Route>(&route, 1);
+  spec.bytes = bytes;
+  return net.start(spec, now);
+}
+
+std::vector<FlowHandle> handles(const std::vector<Completion>& done) {
+  std::vector<FlowHandle> out;
+  for (const Completion& c : done) {
+    EXPECT_EQ(c.queueing, Time::zero()) << "max-min has no queues";
+    out.push_back(c.flow);
+  }
+  return out;
+}
+
 TEST(MaxMinNetwork, SingleFlowTakesBytesOverBandwidth) {
   // 16 MiB at 400 Gb/s of RoCEv2 (4096 / 4178 of it payload): 16777216 / 49.0187e9 s = 342.26 us.
   const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
   MaxMinNetwork net(f);
-  net.start(path(f, 0, 1), {}, 16777216.0, Time::zero(), kNoRateCap);
+  start(net, path(f, 0, 1), 16777216.0, Time::zero());
   net.commit(Time::zero());
   EXPECT_NEAR(net.next_event().in_seconds(), 16777216.0 / kRate, 1e-12);
-  std::vector<FlowHandle> done;
+  std::vector<Completion> done;
   net.advance(net.next_event(), done);
   EXPECT_EQ(done.size(), 1u);
   EXPECT_EQ(net.next_event(), Time::infinity());
@@ -56,34 +74,75 @@ TEST(MaxMinNetwork, StaggeredFlowsShareThenSpeedUp) {
   MaxMinNetwork net(f);
   const double s = 8e6;
   const Time t1 = transfer_time(s / 2, kRate);
-  const FlowHandle a = net.start(path(f, 0, 1), {}, s, Time::zero(), kNoRateCap);
+  const FlowHandle a = start(net, path(f, 0, 1), s, Time::zero());
   net.commit(Time::zero());
   ASSERT_LT(t1, net.next_event());
-  const FlowHandle b = net.start(path(f, 0, 1), {}, s, t1, kNoRateCap);
+  const FlowHandle b = start(net, path(f, 0, 1), s, t1);
   net.commit(t1);
-  std::vector<FlowHandle> done;
+  std::vector<Completion> done;
   const Time end_a = net.next_event();
   EXPECT_NEAR(end_a.in_seconds(), 1.5 * s / kRate, 1e-11);
   net.advance(end_a, done);
-  ASSERT_EQ(done, std::vector<FlowHandle>{a});
+  ASSERT_EQ(handles(done), std::vector<FlowHandle>{a});
   net.commit(end_a);
   const Time end_b = net.next_event();
   EXPECT_NEAR(end_b.in_seconds(), 2 * s / kRate, 1e-11);
   net.advance(end_b, done);
-  ASSERT_EQ(done, std::vector<FlowHandle>{b});
+  ASSERT_EQ(handles(done), std::vector<FlowHandle>{b});
 }
 
 TEST(MaxMinNetwork, SimultaneousCompletionsAreOneEvent) {
   // Two equal flows on disjoint paths end at the same picosecond and come out of one advance.
   const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
   MaxMinNetwork net(f);
-  net.start(path(f, 0, 1), {}, 1e6, Time::zero(), kNoRateCap);
-  net.start(path(f, 2, 3), {}, 1e6, Time::zero(), kNoRateCap);
+  start(net, path(f, 0, 1), 1e6, Time::zero());
+  start(net, path(f, 2, 3), 1e6, Time::zero());
   net.commit(Time::zero());
-  std::vector<FlowHandle> done;
+  std::vector<Completion> done;
   net.advance(net.next_event(), done);
-  EXPECT_EQ(done.size(), 2u);
+  EXPECT_EQ(handles(done).size(), 2u);
   EXPECT_EQ(net.solver().stats().solves, 1u);
+}
+
+TEST(MaxMinNetwork, APipelineRunsAtItsSlowestEdge) {
+  // Two routes in lockstep, 0->1 and 1->0, each carrying the flow's bytes (share 1): they cross
+  // disjoint directed links, so the pipeline runs at C. A third route 0->1 with share 0.5 adds
+  // half a byte per byte on the links of the first: those carry 1.5 per byte, so the rate is
+  // C / 1.5 and S bytes take 1.5 S / C.
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
+  MaxMinNetwork net(f);
+  const std::vector<fabric::LinkId> ab = path(f, 0, 1), ba = path(f, 1, 0);
+  const Route routes[] = {{ab, 1.0, 0}, {ba, 1.0, 1}, {ab, 0.5, 2}};
+  FlowSpec spec;
+  spec.routes = routes;
+  spec.bytes = 1e6;
+  net.start(spec, Time::zero());
+  net.commit(Time::zero());
+  EXPECT_NEAR(net.next_event().in_seconds(), 1.5e6 / kRate, 1e-12);
+}
+
+TEST(MergeRoutes, SumsSharesAndCapsReducedSwitchLinks) {
+  // Shares add per link; a plain single route keeps no weights. With reduce_in_switches only a
+  // link joining two fabric switches is capped at 1 (none on one leaf: the weights stay 1.5).
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
+  const std::vector<fabric::LinkId> ab = path(f, 0, 1);
+  std::vector<double> scratch;
+  std::vector<fabric::LinkId> links;
+  std::vector<double> weights;
+  const Route one[] = {{ab, 1.0, 0}};
+  FlowSpec spec;
+  spec.routes = one;
+  merge_routes(f, spec, scratch, links, weights);
+  EXPECT_EQ(links, ab);
+  EXPECT_TRUE(weights.empty());
+  const Route two[] = {{ab, 1.0, 0}, {ab, 0.5, 1}};
+  spec.routes = two;
+  spec.reduce_in_switches = true;
+  merge_routes(f, spec, scratch, links, weights);
+  EXPECT_EQ(links, ab);
+  EXPECT_EQ(weights, std::vector<double>(ab.size(), 1.5));
+  for (double x : scratch)
+    EXPECT_EQ(x, 0.0) << "scratch is left zeroed";
 }
 
 }  // namespace
