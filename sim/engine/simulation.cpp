@@ -309,13 +309,9 @@ void Simulation::run() {
       for (const network::Completion& c : finished_) {
         const uint32_t slot = slot_of_handle_[c.flow];
         Running& r = running_[slot];
-        r.bandwidth_end = t;
-        r.delivered = t + paths_.latency(r.path) + c.queueing;
-        if (c.queueing == Time::zero()) {
-          deliveries_.push(lane_of_path_[r.path], r.delivered, slot);
-        } else {
-          deliveries_.push_late(r.delivered, slot);
-        }
+        r.bandwidth_end = t - c.queueing;
+        r.delivered = t + paths_.latency(r.path);
+        deliveries_.push(lane_of_path_[r.path], r.delivered, slot);
         ++events_;
       }
     }

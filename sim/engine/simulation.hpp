@@ -19,8 +19,8 @@
 //
 // The network model sees each flow as its routes (one per QP; a pipeline's edges each with their
 // own), the QP ids (so that transport state such as a DCQCN rate lives across messages) and the
-// connection's traffic class. It reports, with each finished flow, the time its last byte waits
-// in queues; the receiver has it that much later than the path latency alone says.
+// connection's traffic class. It reports a flow when its last byte has come through the queues
+// on its way (with how long that took); the receiver has it one path latency later.
 #pragma once
 
 #include <chrono>

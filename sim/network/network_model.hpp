@@ -58,8 +58,10 @@ struct FlowSpec {
   bool reduce_in_switches = false;
 };
 
-/// A flow whose last byte left its sender, and how long that byte waits in queues on the way
-/// (0 for a model without queues). The engine adds the path's propagation latency.
+/// A flow whose last byte has come through every queue on its way, at the time advance() reports
+/// it, and how long ago it left the sender (0 for a model without queues). The engine adds the
+/// path's propagation latency: models report completions in time order, so deliveries of paths
+/// with equal latency stay in order.
 struct Completion {
   FlowHandle flow;
   Time queueing{};
@@ -96,7 +98,8 @@ class NetworkModel {
   /// dynamics; Time::infinity() when nothing is moving.
   virtual Time next_event() = 0;
   /// Moves to `t` (never past next_event()) and replaces `finished` with the flows whose last
-  /// byte left the sender at t, in a deterministic order. Their handles become free.
+  /// byte came out of the last queue at t (left the sender t - queueing ago), in a
+  /// deterministic order. Their handles become free.
   virtual void advance(Time t, std::vector<Completion>& finished) = 0;
   /// Recomputes rates after the starts and finishes of instant `now`.
   virtual void commit(Time now) = 0;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/core/error.hpp"
+#include "sim/network/fluid_network.hpp"
 #include "sim/network/maxmin_network.hpp"
 
 namespace rocesim::network {
@@ -10,6 +11,7 @@ namespace rocesim::network {
 std::span<const NetworkModelType> network_models() {
   static const NetworkModelType models[] = {
       {"maxmin", &maxmin_table(), &make_maxmin},
+      {"fluid", &fluid_table(), &make_fluid},
   };
   return models;
 }

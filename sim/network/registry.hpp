@@ -36,7 +36,7 @@ inline constexpr Param kModelParam{.key = "model",
                                    .type = ParamType::Choice,
                                    .fallback = "maxmin",
                                    .help = "rate model (see the tables of each model)",
-                                   .choices = "maxmin"};
+                                   .choices = "maxmin|fluid"};
 
 /// Builds the model that the section `key` of `parent` selects (its defaults when absent).
 std::unique_ptr<NetworkModel> make_network(const ParamReader& parent, std::string_view key,

@@ -14,6 +14,7 @@
 #include "sim/collectives/ring_allreduce.hpp"
 #include "sim/engine/workload_params.hpp"
 #include "sim/fabric/gpu_selection.hpp"
+#include "sim/network/fluid_network.hpp"
 #include "sim/network/registry.hpp"
 #include "sim/scenario/calibration.hpp"
 #include "sim/scenario/yaml_source.hpp"
@@ -424,6 +425,8 @@ std::vector<const ParamTable*> all_tables() {
     t.push_back(s);
   for (const network::NetworkModelType& m : network::network_models())
     t.push_back(m.table);
+  for (const ParamTable* s : network::fluid_subtables())
+    t.push_back(s);
   t.push_back(&collectives::nccl::nccl_table());
   t.push_back(&kJobTable);
   for (const WorkloadKind& k : workload_kinds())

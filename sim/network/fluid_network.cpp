@@ -1,0 +1,1010 @@
+#include "sim/network/fluid_network.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "sim/core/error.hpp"
+
+namespace rocesim::network {
+namespace {
+
+constexpr double kEmpty = 1e-6;  // bytes: a queue holding less is empty
+
+bool fabric_switch(const fabric::Node& n) {
+  return n.kind == fabric::NodeKind::Switch && n.role != fabric::SwitchRole::NvSwitch;
+}
+
+// 802.1Qbb headroom of a link's receiver (MODELS.md 2.2): what arrives after it decides to send
+// XOFF. Bit times of the PHY/MAC delay and of the sender's response at the nearest listed speed
+// at or below the link's rate (the 400G interface delay is not published: the 100G figure).
+double headroom_bytes(double line_bps, double cable_s, double frame_bytes) {
+  struct Row {
+    double gbps, intf_bits, resp_bits;
+  };
+  static constexpr Row kRows[] = {{10, 8192, 30720},
+                                  {25, 6144, 40960},
+                                  {40, 24576, 60416},
+                                  {100, 122880, 201728},
+                                  {400, 122880, 463360}};
+  Row r = kRows[0];
+  for (const Row& x : kRows) {
+    if (line_bps >= x.gbps * 1e9) r = x;
+  }
+  const double frame_bits = frame_bytes * 8 + 96 + 64;
+  const double bits =
+      frame_bits + 672 + 2 * r.intf_bits + 2 * line_bps * cable_s + r.resp_bits + frame_bits;
+  return bits / 8;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Construction and flows
+
+FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config)
+    : fabric_(f), config_(config) {
+  ROCESIM_CHECK(config.step > 0, "the fluid step is positive");
+  links_.resize(f.link_count());
+  stats_.resize(f.link_count());
+  node_used_.assign(f.node_count(), 0.0);
+  node_buffer_.assign(f.node_count(), 0.0);
+  for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
+    const fabric::Node& x = f.node(n);
+    if (fabric_switch(x)) node_buffer_[n] = static_cast<double>(x.buffer.shared.count());
+  }
+  for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
+    const fabric::Link& link = f.link(l);
+    LinkState& s = links_[l];
+    s.cap = link.capacity.bytes_per_second();
+    const fabric::Node& src = f.node(link.src);
+    if (fabric_switch(src)) {
+      const EcnProfile& e = config.ecn[static_cast<size_t>(src.role)];
+      const double line = static_cast<double>(link.line_rate.bits_per_second());
+      const double scale = e.scale_with_rate ? line / 25e9 : 1.0;
+      s.ecn = e.enabled;
+      s.kmin = e.kmin * scale;
+      s.kmax = e.kmax * scale;
+      s.pmax = e.pmax;
+    }
+    stats_[l].headroom = headroom_bytes(static_cast<double>(link.line_rate.bits_per_second()),
+                                        link.latency.in_seconds(), config.packet + 82);
+  }
+}
+
+FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
+  ROCESIM_CHECK(spec.bytes > 0 && !spec.routes.empty(), "a flow moves bytes over >= 1 route");
+  const double t = now.in_seconds();
+  const FlowHandle h = flows_.acquire();
+  FlowState& fl = flows_[h];
+  fl.routes.clear();
+  fl.bytes = spec.bytes;
+  fl.sent = 0;
+  fl.rate = 0;
+  fl.cap = spec.rate_cap;
+  fl.live = true;
+  fl.sending = true;
+  fl.in_flight = 0;
+  ++active_flows_;
+  // In-network reduction: on a link between two fabric switches the flow's routes together
+  // carry one stream, min(1, sum of their shares) per byte of the flow.
+  std::vector<double> reduced;
+  if (spec.reduce_in_switches) {
+    reduced.assign(fabric_.link_count(), 0.0);
+    for (const Route& r : spec.routes) {
+      for (const fabric::LinkId l : r.hops)
+        reduced[l] += r.share;
+    }
+  }
+  for (const Route& r : spec.routes) {
+    ROCESIM_CHECK(!r.hops.empty() && r.share > 0, "a route crosses a link and carries bytes");
+    const uint32_t id = routes_.acquire();
+    RouteState& rs = routes_[id];
+    rs = RouteState{};
+    rs.flow = h;
+    rs.qp = r.qp;
+    rs.share = r.share;
+    rs.tc = spec.traffic_class;
+    rs.live = true;
+    rs.line = links_[r.hops.front()].cap;
+    for (const fabric::LinkId l : r.hops) {
+      const fabric::Link& link = fabric_.link(l);
+      Hop hop{l};
+      if (spec.reduce_in_switches && fabric_switch(fabric_.node(link.src)) &&
+          fabric_switch(fabric_.node(link.dst)) && reduced[l] > 1) {
+        hop.w = 1.0 / reduced[l];
+      }
+      rs.hops.push_back(hop);
+      if (!rs.cc && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
+          fabric_switch(fabric_.node(link.dst))) {
+        rs.cc = config_.dcqcn.enabled;
+        rs.line = links_[l].cap;
+      }
+    }
+    if (rs.qp != kNoQp) {
+      if (rs.qp >= qps_.size()) qps_.resize(rs.qp + 1);
+      QpState& q = qps_[rs.qp];
+      if (!q.seen) {
+        q.seen = true;
+        q.line = rs.line;
+        q.rc = q.rt = rs.line;
+        q.alpha = 1;
+        q.last = t;
+      } else if (q.users == 0 && t > q.last) {
+        // Idle since its last flow: what the increase timer did meanwhile, without congestion.
+        update_qp(q, t - q.last);
+      }
+      q.last = t;
+    }
+    fl.routes.push_back(id);
+  }
+  dirty_ = true;
+  return h;
+}
+
+double FluidNetwork::queue(fabric::LinkId l) const {
+  const LinkState& s = links_[l];
+  return std::accumulate(s.queue.begin(), s.queue.end(), 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structure: which route hops sit on which link, and the order links feed each other
+
+void FluidNetwork::rebuild() {
+  for (const fabric::LinkId l : order_)
+    links_[l].entries.clear();
+  live_routes_.clear();
+  for (uint32_t r = 0; r < routes_.capacity(); ++r) {
+    if (routes_[r].live) live_routes_.push_back(r);
+  }
+  // A paused link stays visited until it resumes, even when no route crosses it any more.
+  std::vector<fabric::LinkId> touched;
+  for (const fabric::LinkId l : order_) {
+    if (links_[l].paused || links_[l].source_paused) touched.push_back(l);
+  }
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    for (uint32_t k = 0; k < rs.hops.size(); ++k) {
+      LinkState& s = links_[rs.hops[k].link];
+      if (s.entries.empty() && !s.paused && !s.source_paused) touched.push_back(rs.hops[k].link);
+      s.entries.push_back({r, k});
+    }
+  }
+  // Kahn's algorithm on "link a feeds link b" (consecutive hops of a route), smallest id first;
+  // links on a cycle (a routing loop) follow in id order and take their upstream arrivals from
+  // the previous computation.
+  std::sort(touched.begin(), touched.end());
+  std::vector<uint32_t>& indegree = scratch_;
+  indegree.assign(fabric_.link_count(), 0);
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    for (uint32_t k = 1; k < rs.hops.size(); ++k)
+      ++indegree[rs.hops[k].link];
+  }
+  // Successors in CSR form.
+  std::vector<uint32_t> begin(fabric_.link_count() + 1, 0);
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k)
+      ++begin[rs.hops[k].link + 1];
+  }
+  std::partial_sum(begin.begin(), begin.end(), begin.begin());
+  std::vector<fabric::LinkId> next(begin.back());
+  std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k)
+      next[fill[rs.hops[k].link]++] = rs.hops[k + 1].link;
+  }
+  order_.clear();
+  std::vector<fabric::LinkId> ready;
+  for (const fabric::LinkId l : touched) {
+    if (indegree[l] == 0) ready.push_back(l);
+  }
+  std::vector<char> placed(fabric_.link_count(), 0);
+  for (size_t i = 0; i < ready.size(); ++i) {
+    const fabric::LinkId l = ready[i];
+    order_.push_back(l);
+    placed[l] = 1;
+    for (uint32_t j = begin[l]; j < begin[l + 1]; ++j) {
+      if (--indegree[next[j]] == 0) ready.push_back(next[j]);
+    }
+  }
+  for (const fabric::LinkId l : touched) {
+    if (!placed[l]) order_.push_back(l);
+  }
+  dirty_ = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PFC, ECN, DCQCN
+
+double FluidNetwork::xoff(fabric::LinkId l) const {
+  const fabric::NodeId v = fabric_.link(l).dst;
+  const double buffer = node_buffer_[v];
+  if (buffer <= 0) return config_.device_buffer;
+  return config_.pfc_alpha * std::max(0.0, buffer - node_used_[v]);
+}
+
+double FluidNetwork::marking(const LinkState& l, double q) const {
+  if (!l.ecn || q <= l.kmin) return 0;
+  if (q > l.kmax) return 1;
+  return l.pmax * (q - l.kmin) / (l.kmax - l.kmin);
+}
+
+void FluidNetwork::update_pauses(double now) {
+  for (const fabric::LinkId l : order_) {
+    LinkState& s = links_[l];
+    LinkCongestion& st = stats_[l];
+    const double off = xoff(l);
+    const double on = std::max(0.0, off - std::min(config_.xon_offset, off / 2));
+    st.max_ingress = std::max(st.max_ingress, s.ingress);
+    if (!config_.pfc) continue;
+    if (!s.paused && s.ingress > kEmpty && s.ingress >= off) {
+      s.paused = true;
+      s.paused_since = now;
+      ++st.pauses;
+      for (NetworkObserver* o : observers_)
+        o->on_pause(l, TrafficClass::Lossless, Time::seconds(now), true);
+    } else if (s.paused && s.ingress <= on) {
+      s.paused = false;
+      st.paused_s += now - s.paused_since;
+      for (NetworkObserver* o : observers_)
+        o->on_pause(l, TrafficClass::Lossless, Time::seconds(now), false);
+    }
+    if (s.paused) {
+      st.headroom_used = std::max(st.headroom_used, s.ingress - off);
+      if (now - s.paused_since > config_.watchdog && st.storms < st.pauses) ++st.storms;
+    }
+    // The senders' own send queue (bytes a NIC or GPU took in but could not put on the link).
+    const double soff = config_.device_buffer;
+    if (!s.source_paused && s.source >= soff) {
+      s.source_paused = true;
+    } else if (s.source_paused && s.source <= soff / 2) {
+      s.source_paused = false;
+    }
+  }
+}
+
+void FluidNetwork::update_qp(QpState& q, double dt) const {
+  const DcqcnConfig& c = config_.dcqcn;
+  const double ai = c.ai_fraction * q.line, hai = c.hai_fraction * q.line;
+  if (q.p <= 0 && q.rc >= q.line && q.rt >= q.line) {
+    q.alpha *= std::exp(-c.g * dt / c.alpha_interval);
+    return;
+  }
+  if (q.p <= 0 && q.users == 0) {
+    // Idle, in closed form: the timer's increase events raise Rt at R_HAI per period and pull
+    // Rc towards Rt (fast recovery halves the gap per period: about e^(-t / 2T)).
+    q.rt = std::min(q.line, q.rt + hai * dt / c.timer);
+    q.rc = q.rt - (q.rt - q.rc) * std::exp(-dt / (2 * c.timer));
+    q.alpha *= std::exp(-c.g * dt / c.alpha_interval);
+    return;
+  }
+  // DCQCN's fluid equations (Zhu et al. 2016, with constant hyper increase past F + 1 events),
+  // explicit Euler in sub-steps short against the fastest term (1/tau).
+  const double h_max = 0.5 / std::max(1.0 / c.cnp_interval, c.g / c.alpha_interval);
+  const int n = std::max(1, static_cast<int>(std::ceil(dt / h_max)));
+  const double h = dt / n;
+  const double p = std::min(q.p, 1 - 1e-12);
+  const double lp = std::log1p(-p);  // ln(1 - p), <= 0
+  const double bp = c.byte_counter / config_.packet;
+  const double f = c.fast_recovery;
+  for (int i = 0; i < n; ++i) {
+    const double r = q.rc / config_.packet;  // packets/s
+    double a = 0, b = 0, b_ai = 0, b_hai = 0, d = 0, d_ai = 0, d_hai = 0, am = 0;
+    if (p <= 0) {
+      b = bp > 0 ? 1 / bp : 0;
+      d = 1 / (c.timer * r);
+      b_hai = b;  // never a CNP: every event is past F + 1
+      d_hai = d;
+    } else {
+      a = -std::expm1(c.cnp_interval * r * lp);
+      am = -std::expm1(c.alpha_interval * r * lp);
+      if (bp > 0) {
+        b = p / std::expm1(-bp * lp);
+        b_ai = b * std::exp(f * bp * lp) - b * std::exp((f + 1) * bp * lp);
+        b_hai = b * std::exp((f + 1) * bp * lp);
+      }
+      d = p / std::expm1(-c.timer * r * lp);
+      d_ai = d * std::exp(f * c.timer * r * lp) - d * std::exp((f + 1) * c.timer * r * lp);
+      d_hai = d * std::exp((f + 1) * c.timer * r * lp);
+    }
+    const double drc = -q.rc * q.alpha * a / (2 * c.cnp_interval) + (q.rt - q.rc) * r * (b + d) / 2;
+    const double drt =
+        -(q.rt - q.rc) * a / c.cnp_interval + r * (ai * (b_ai + d_ai) + hai * (b_hai + d_hai));
+    const double dalpha = c.g / c.alpha_interval * (am - q.alpha);
+    q.rc = std::clamp(q.rc + drc * h, c.min_rate, q.line);
+    q.rt = std::clamp(q.rt + drt * h, c.min_rate, q.line);
+    q.alpha = std::clamp(q.alpha + dalpha * h, 0.0, 1.0);
+  }
+  // Fast recovery approaches Rt geometrically: within 1e-4 of it is there.
+  if (p <= 0 && q.rt - q.rc < 1e-4 * q.line) q.rc = q.rt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rates
+
+void FluidNetwork::compute_rates(double now) {
+  if (dirty_) rebuild();
+  // Queues, ingress counters and buffer use, from the routes' bytes.
+  for (const fabric::LinkId l : order_) {
+    LinkState& s = links_[l];
+    s.queue.fill(0);
+    s.ingress = 0;
+    s.source = 0;
+    node_used_[fabric_.link(l).src] = 0;
+  }
+  bool moving = false;
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    for (uint32_t k = 0; k < rs.hops.size(); ++k) {
+      const Hop& hop = rs.hops[k];
+      const double bytes = hop.w * hop.b;
+      if (bytes <= 0) continue;
+      moving = true;
+      LinkState& s = links_[hop.link];
+      s.queue[static_cast<size_t>(rs.tc)] += bytes;
+      node_used_[fabric_.link(hop.link).src] += bytes;
+      if (rs.tc != TrafficClass::Lossless) continue;
+      if (k == 0) {
+        s.source += bytes;
+      } else {
+        links_[rs.hops[k - 1].link].ingress += bytes;
+      }
+    }
+  }
+  update_pauses(now);
+  for (const fabric::LinkId l : order_) {
+    LinkState& s = links_[l];
+    const double q = s.queue[0] + s.queue[1];
+    s.p = marking(s, q);
+    LinkCongestion& st = stats_[l];
+    st.max_queue = std::max(st.max_queue, q + s.queue[2]);
+    moving = moving || s.paused || s.source_paused || s.p > 0;
+    if (!observers_.empty() && q + s.queue[2] > 0) {
+      for (size_t c = 0; c < kTrafficClasses; ++c) {
+        if (s.queue[c] > 0) {
+          for (NetworkObserver* o : observers_)
+            o->on_queue(l, static_cast<TrafficClass>(c), Time::seconds(now), s.queue[c]);
+        }
+      }
+    }
+  }
+  // What each QP sees and who uses it.
+  for (const uint32_t r : live_routes_) {
+    RouteState& rs = routes_[r];
+    double pass = 1;
+    for (const Hop& hop : rs.hops)
+      pass *= 1 - links_[hop.link].p;
+    rs.p = 1 - pass;
+    if (rs.qp != kNoQp) {
+      qps_[rs.qp].users = 0;
+      qps_[rs.qp].p = 0;
+    }
+  }
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    if (rs.qp == kNoQp || !rs.sending) continue;
+    QpState& q = qps_[rs.qp];
+    ++q.users;
+    q.p = std::max(q.p, rs.p);
+  }
+  // Senders' demands, then the links they start on shared max-min (the NIC's round robin).
+  for (const uint32_t r : live_routes_) {
+    RouteState& rs = routes_[r];
+    rs.x = 0;
+    rs.demand = 0;
+    if (!rs.sending) continue;
+    const LinkState& first = links_[rs.hops.front().link];
+    if (rs.tc == TrafficClass::Lossless && (first.source_paused || first.paused)) continue;
+    double want = rs.line;
+    if (rs.cc && rs.qp != kNoQp) {
+      const QpState& q = qps_[rs.qp];
+      want = q.rc / q.users;
+      moving = moving || q.rc < q.line || q.rt < q.line;
+    }
+    rs.demand = want;
+  }
+  std::vector<std::pair<double, uint32_t>>& senders = senders_;
+  for (const fabric::LinkId l : order_) {
+    senders.clear();
+    for (const Entry& e : links_[l].entries) {
+      if (e.hop == 0 && routes_[e.route].demand > 0)
+        senders.emplace_back(routes_[e.route].demand, e.route);
+    }
+    if (senders.empty()) continue;
+    std::sort(senders.begin(), senders.end());
+    double left = links_[l].cap;
+    for (size_t i = 0; i < senders.size(); ++i) {
+      const double give =
+          std::min(senders[i].first, left / static_cast<double>(senders.size() - i));
+      routes_[senders[i].second].x = give;
+      left -= give;
+    }
+  }
+  // Flows: a pipeline's routes move in lockstep; rate caps.
+  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
+    FlowState& fl = flows_[h];
+    if (!fl.live || !fl.sending) continue;
+    double rate = fl.cap;
+    for (const uint32_t r : fl.routes)
+      rate = std::min(rate, routes_[r].x / routes_[r].share);
+    fl.rate = rate;
+    for (const uint32_t r : fl.routes)
+      routes_[r].x = rate * routes_[r].share;
+  }
+  // Queues in the order links feed each other: each serves what it holds and what arrives.
+  const double grid = (std::floor(now / config_.step + 1e-9) + 1) * config_.step;
+  interval_ = grid - now;
+  const double dt = interval_;
+  for (const fabric::LinkId l : order_) {
+    LinkState& s = links_[l];
+    std::array<double, kTrafficClasses> need{};
+    for (const Entry& e : s.entries) {
+      RouteState& rs = routes_[e.route];
+      Hop& hop = rs.hops[e.hop];
+      hop.a = e.hop == 0 ? rs.x : rs.hops[e.hop - 1].d;
+      need[static_cast<size_t>(rs.tc)] += hop.w * (hop.b / dt + hop.a);
+    }
+    std::array<double, kTrafficClasses> serve{};
+    double left = s.cap;
+    serve[2] = std::min(need[2], left);  // control: strict priority
+    left -= serve[2];
+    const double need_ll = s.paused ? 0 : need[0], need_ly = need[1];
+    const double w_ll = 1, w_ly = config_.lossy_weight;
+    if (need_ll + need_ly <= left) {
+      serve[0] = need_ll;
+      serve[1] = need_ly;
+    } else if (need_ll <= left * w_ll / (w_ll + w_ly)) {
+      serve[0] = need_ll;
+      serve[1] = left - need_ll;
+    } else if (need_ly <= left * w_ly / (w_ll + w_ly)) {
+      serve[1] = need_ly;
+      serve[0] = left - need_ly;
+    } else {
+      serve[0] = left * w_ll / (w_ll + w_ly);
+      serve[1] = left * w_ly / (w_ll + w_ly);
+    }
+    s.served = serve;
+    std::array<double, kTrafficClasses> frac{};
+    for (size_t c = 0; c < kTrafficClasses; ++c) {
+      frac[c] = need[c] > 0 ? std::min(1.0, serve[c] / need[c]) : 1.0;
+      if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
+    }
+    for (const Entry& e : s.entries) {
+      RouteState& rs = routes_[e.route];
+      Hop& hop = rs.hops[e.hop];
+      hop.d = frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + hop.a);
+    }
+  }
+  // Next event: the earliest end of a sender or of a last byte's way through the queues at
+  // these rates, or the next step while anything is in motion.
+  Time next = Time::infinity();
+  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
+    const FlowState& fl = flows_[h];
+    if (!fl.live || !fl.sending || fl.rate <= 0) continue;
+    next = std::min(next, Time::seconds(now) + transfer_time(fl.bytes - fl.sent, fl.rate));
+  }
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    if (rs.sending || rs.tracer >= rs.hops.size()) continue;
+    moving = true;  // a sent route's bytes still drain
+    double wait = 0;
+    for (uint32_t k = rs.tracer; k < rs.hops.size() && std::isfinite(wait); ++k) {
+      const LinkState& s = links_[rs.hops[k].link];
+      const double served = s.served[static_cast<size_t>(rs.tc)];
+      const double ahead = k == rs.tracer ? rs.ahead : s.queue[static_cast<size_t>(rs.tc)];
+      if (ahead > kEmpty) wait = served > 0 ? wait + ahead / served : HUGE_VAL;
+    }
+    if (std::isfinite(wait)) next = std::min(next, Time::seconds(now) + transfer_time(wait, 1.0));
+  }
+  moving_ = moving;
+  if (moving_)
+    next = std::min(next, std::max(Time::seconds(grid), Time::seconds(now) + Time::ps(1)));
+  next_event_ = next;
+  if (moving_ && config_.pfc) detect_deadlock();
+}
+
+void FluidNetwork::commit(Time now) {
+  now_ = now.in_seconds();
+  compute_rates(now_);
+  ++steps_;
+}
+
+bool FluidNetwork::trace(RouteState& rs, double& budget) {
+  while (rs.tracer < rs.hops.size()) {
+    const LinkState& s = links_[rs.hops[rs.tracer].link];
+    // Never more ahead of it than the queue holds (the queue may have drained meanwhile).
+    rs.ahead = std::min(rs.ahead, s.queue[static_cast<size_t>(rs.tc)]);
+    if (rs.ahead > kEmpty) {
+      const double served = s.served[static_cast<size_t>(rs.tc)];
+      if (served <= 0 || rs.ahead > served * budget) {
+        rs.ahead -= served * budget;
+        budget = 0;
+        return false;
+      }
+      budget -= rs.ahead / served;
+    }
+    // Past this hop: in FIFO order every byte of the route was ahead of its last one, so what
+    // the fluid mixing left of them here moves on with it.
+    const uint32_t k = rs.tracer++;
+    if (rs.tracer < rs.hops.size()) {
+      rs.hops[rs.tracer].b += rs.hops[k].b * rs.hops[k].w / rs.hops[rs.tracer].w;
+      rs.ahead = links_[rs.hops[rs.tracer].link].queue[static_cast<size_t>(rs.tc)];
+    }
+    rs.hops[k].b = 0;
+    rs.hops[k].a = rs.hops[k].d = 0;
+  }
+  return true;
+}
+
+void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
+  finished.clear();
+  const double to = t.in_seconds();
+  const double dt = to - now_;
+  if (dt > 0) {
+    for (const uint32_t r : live_routes_) {
+      RouteState& rs = routes_[r];
+      for (Hop& hop : rs.hops) {
+        hop.b += (hop.a - hop.d) * dt;
+        if (hop.b < kEmpty) hop.b = 0;
+      }
+      if (rs.p > 0) {
+        for (const Hop& hop : rs.hops) {
+          const LinkState& s = links_[hop.link];
+          if (s.p <= 0) continue;
+          const double marks = s.p * hop.w * hop.d * dt / config_.packet;
+          stats_[hop.link].ecn_marks += marks;
+          for (NetworkObserver* o : observers_)
+            o->on_ecn(hop.link, rs.qp, t, marks);
+        }
+      }
+    }
+    for (uint32_t h = 0; h < flows_.capacity(); ++h) {
+      FlowState& fl = flows_[h];
+      if (fl.live && fl.sending) fl.sent += fl.rate * dt;
+    }
+    // Rate control of the QPs in use, from the marking they saw.
+    for (const uint32_t r : live_routes_) {
+      const RouteState& rs = routes_[r];
+      if (!rs.cc || rs.qp == kNoQp || !rs.sending) continue;
+      QpState& q = qps_[rs.qp];
+      if (q.last >= to) continue;  // already moved (several routes on one QP)
+      const double before = q.rc;
+      if (q.p > 0) {
+        const double cnps = -std::expm1(config_.dcqcn.cnp_interval * q.rc / config_.packet *
+                                        std::log1p(-std::min(q.p, 1 - 1e-12))) *
+                            (to - q.last) / config_.dcqcn.cnp_interval;
+        cnps_ += cnps;
+        for (NetworkObserver* o : observers_)
+          o->on_cnp(rs.qp, t, cnps);
+      }
+      update_qp(q, to - q.last);
+      q.last = to;
+      if (q.rc != before) {
+        for (NetworkObserver* o : observers_)
+          o->on_rate(rs.qp, t, q.rc);
+      }
+    }
+  }
+  // Last bytes on their way (with no time passing, through the queues that are empty).
+  for (const uint32_t r : live_routes_) {
+    RouteState& rs = routes_[r];
+    if (!rs.live || rs.sending || rs.tracer >= rs.hops.size()) continue;
+    double budget = std::max(dt, 0.0);
+    if (trace(rs, budget)) --flows_[rs.flow].in_flight;
+  }
+  now_ = to;
+  // Senders that sent their last byte now: it starts behind what is queued at its first hop.
+  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
+    FlowState& fl = flows_[h];
+    if (!fl.live || !fl.sending || fl.sent < fl.bytes * (1 - 1e-12) - 1e-6) continue;
+    fl.sending = false;
+    fl.rate = 0;
+    fl.sent_at = to;
+    fl.in_flight = 0;
+    for (const uint32_t r : fl.routes) {
+      RouteState& rs = routes_[r];
+      rs.sending = false;
+      rs.x = 0;
+      rs.tracer = 0;
+      rs.ahead = links_[rs.hops[0].link].queue[static_cast<size_t>(rs.tc)];
+      double budget = 0;
+      if (!trace(rs, budget)) ++fl.in_flight;
+    }
+  }
+  // Flows whose last bytes have all left the last queue: delivered (the engine adds the wire).
+  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
+    FlowState& fl = flows_[h];
+    if (!fl.live || fl.sending || fl.in_flight > 0) continue;
+    finished.push_back({h, Time::seconds(to - fl.sent_at)});
+    for (const uint32_t r : fl.routes) {
+      RouteState& rs = routes_[r];
+      rs.live = false;
+      rs.hops.clear();
+      routes_.release(r);
+    }
+    fl.live = false;
+    flows_.release(h);
+    --active_flows_;
+    dirty_ = true;
+  }
+}
+
+void FluidNetwork::detect_deadlock() const {
+  // Wait-for graph over paused links: l -> m when bytes that came over l wait in its receiver
+  // for m, and m is paused too. A cycle whose links have all been paused for 100 steps cannot
+  // drain: a cyclic buffer dependency.
+  std::vector<std::vector<fabric::LinkId>> waits;
+  std::vector<fabric::LinkId> paused;
+  for (const fabric::LinkId l : order_) {
+    if (links_[l].paused && now_ - links_[l].paused_since >= 100 * config_.step)
+      paused.push_back(l);
+  }
+  if (paused.size() < 2) return;
+  std::vector<int32_t> index(fabric_.link_count(), -1);
+  for (size_t i = 0; i < paused.size(); ++i)
+    index[paused[i]] = static_cast<int32_t>(i);
+  waits.resize(paused.size());
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    for (uint32_t k = 1; k < rs.hops.size(); ++k) {
+      const int32_t from = index[rs.hops[k - 1].link], to = index[rs.hops[k].link];
+      if (from >= 0 && to >= 0 && rs.hops[k].b > 0) waits[from].push_back(rs.hops[k].link);
+    }
+  }
+  // Iterative depth-first search with colours; report the first cycle found.
+  std::vector<uint8_t> colour(paused.size(), 0);
+  std::vector<int32_t> parent(paused.size(), -1);
+  for (size_t s = 0; s < paused.size(); ++s) {
+    if (colour[s] != 0) continue;
+    std::vector<std::pair<int32_t, size_t>> stack{{static_cast<int32_t>(s), 0}};
+    colour[s] = 1;
+    while (!stack.empty()) {
+      auto& [u, i] = stack.back();
+      if (i < waits[u].size()) {
+        const int32_t v = index[waits[u][i++]];
+        if (colour[v] == 1) {
+          std::vector<std::string> cycle;
+          for (int32_t x = u; x != v && x >= 0; x = parent[x]) {
+            const fabric::Link& l = fabric_.link(paused[x]);
+            cycle.push_back(fabric_.node(l.src).name + "->" + fabric_.node(l.dst).name);
+          }
+          const fabric::Link& l = fabric_.link(paused[v]);
+          cycle.push_back(fabric_.node(l.src).name + "->" + fabric_.node(l.dst).name);
+          std::reverse(cycle.begin(), cycle.end());
+          throw FabricDeadlock(fmt::format(
+              "PFC deadlock at {:.3f} ms: a cyclic buffer dependency of {} paused links ({}); "
+              "nothing on it can drain (a routing loop? lossless traffic on a path that goes "
+              "down and up again?)",
+              now_ * 1e3, cycle.size(), fmt::join(cycle, ", ")));
+        }
+        if (colour[v] == 0) {
+          colour[v] = 1;
+          parent[v] = u;
+          stack.emplace_back(v, 0);
+        }
+      } else {
+        colour[u] = 2;
+        stack.pop_back();
+      }
+    }
+  }
+}
+
+void FluidNetwork::finish(Time end) {
+  const double t = end.in_seconds();
+  for (fabric::LinkId l = 0; l < links_.size(); ++l) {
+    LinkState& s = links_[l];
+    if (s.paused) {
+      stats_[l].paused_s += t - s.paused_since;
+      s.paused_since = t;
+    }
+  }
+}
+
+}  // namespace rocesim::network
+
+// ---------------------------------------------------------------------------------------------
+// The `network` section when `model: fluid`
+
+namespace rocesim::network {
+namespace {
+
+constexpr Param kPfcParams[] = {
+    {.key = "enabled",
+     .type = ParamType::Boolean,
+     .fallback = "true",
+     .help = "pause the lossless class hop by hop (IEEE 802.1Qbb)"},
+    {.key = "alpha",
+     .type = ParamType::Number,
+     .fallback = "0.125",
+     .help = "dynamic threshold of a switch's lossless ingress queue: XOFF = alpha x (free "
+             "shared buffer) (Choudhury-Hahne; 1/8 as HPCC's MMU for NIC-speed ports, SONiC "
+             "uses 2^dynamic_th)",
+     .check = Check::Positive},
+    {.key = "xon_offset",
+     .type = ParamType::Bytes,
+     .fallback = "18KiB",
+     .help = "a pause ends when the ingress queue falls this far below XOFF (SONiC's "
+             "pg_lossless profile xon, 18432 B; at most half of XOFF)",
+     .check = Check::NonNegative},
+    {.key = "watchdog",
+     .type = ParamType::Time,
+     .fallback = "200ms",
+     .help = "a pause longer than this is counted as a PFC storm (SONiC detection_time)",
+     .check = Check::Positive},
+};
+const ParamTable kPfcTable{"network.pfc (model: fluid)", "Priority flow control.", kPfcParams};
+
+constexpr Param kEcnRoleParams[] = {
+    {.key = "enabled",
+     .type = ParamType::Boolean,
+     .help = "mark on this role's egress queues (default: ecn.enabled)",
+     .optional = true},
+    {.key = "kmin",
+     .type = ParamType::Bytes,
+     .help = "queue below which nothing is marked (default: ecn.kmin)",
+     .optional = true},
+    {.key = "kmax",
+     .type = ParamType::Bytes,
+     .help = "queue above which every packet is marked (default: ecn.kmax)",
+     .optional = true},
+    {.key = "pmax",
+     .type = ParamType::Number,
+     .help = "marking probability at kmax (default: ecn.pmax)",
+     .check = Check::Fraction,
+     .optional = true},
+    {.key = "scale_with_rate",
+     .type = ParamType::Boolean,
+     .help = "thresholds are per 25 Gb/s of port rate (default: ecn.scale_with_rate)",
+     .optional = true},
+};
+const ParamTable kEcnRoleTable{
+    "network.ecn.<role> (model: fluid)",
+    "ECN marking of one switch role (leaf, rail, spine, aggregation, core); every key "
+    "defaults to the `ecn` value.",
+    kEcnRoleParams};
+
+constexpr Param kEcnParams[] = {
+    {.key = "enabled",
+     .type = ParamType::Boolean,
+     .fallback = "true",
+     .help = "RED-style ECN marking on switch egress queues"},
+    {.key = "kmin",
+     .type = ParamType::Bytes,
+     .fallback = "100KB",
+     .help = "queue below which nothing is marked (HPCC: 100 KB per 25 Gb/s)",
+     .check = Check::NonNegative},
+    {.key = "kmax",
+     .type = ParamType::Bytes,
+     .fallback = "400KB",
+     .help = "queue above which every packet is marked (HPCC: 400 KB per 25 Gb/s)",
+     .check = Check::Positive},
+    {.key = "pmax",
+     .type = ParamType::Number,
+     .fallback = "0.2",
+     .help = "marking probability at kmax (HPCC)",
+     .check = Check::Fraction},
+    {.key = "scale_with_rate",
+     .type = ParamType::Boolean,
+     .fallback = "true",
+     .help = "kmin and kmax are per 25 Gb/s of port rate (HPCC's rule); false: absolute"},
+    {.key = "leaf",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "leaf overrides",
+     .choices = "see network.ecn.<role>"},
+    {.key = "rail",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "rail switch overrides",
+     .choices = "see network.ecn.<role>"},
+    {.key = "spine",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "spine overrides",
+     .choices = "see network.ecn.<role>"},
+    {.key = "aggregation",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "aggregation switch overrides",
+     .choices = "see network.ecn.<role>"},
+    {.key = "core",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "core switch overrides",
+     .choices = "see network.ecn.<role>"},
+};
+const ParamTable kEcnTable{"network.ecn (model: fluid)",
+                           "Marking at the congestion point (MODELS.md 1.2).", kEcnParams};
+
+constexpr Param kDcqcnParams[] = {
+    {.key = "enabled",
+     .type = ParamType::Boolean,
+     .fallback = "true",
+     .help = "DCQCN rate control on every QP that leaves a NIC onto the fabric; false: QPs "
+             "send at line rate and only PFC holds them back"},
+    {.key = "g",
+     .type = ParamType::Number,
+     .fallback = "0.00390625",
+     .help = "alpha gain (1/256: DCQCN paper, HPCC)",
+     .check = Check::Fraction},
+    {.key = "alpha_interval",
+     .type = ParamType::Time,
+     .fallback = "1us",
+     .help = "alpha update period tau' (NVIDIA dce_tcp_rtt 1 us; the paper 55 us)",
+     .check = Check::Positive},
+    {.key = "cnp_interval",
+     .type = ParamType::Time,
+     .fallback = "4us",
+     .help = "shortest time between two CNPs of a QP, tau (NVIDIA min_time_between_cnps and "
+             "rate_reduce_monitor_period 4 us; the paper 50 us)",
+     .check = Check::Positive},
+    {.key = "timer",
+     .type = ParamType::Time,
+     .fallback = "300us",
+     .help = "rate-increase timer T (NVIDIA rpg_time_reset; the paper 55 us)",
+     .check = Check::Positive},
+    {.key = "byte_counter",
+     .type = ParamType::Bytes,
+     .fallback = "0B",
+     .help = "increase event every this many bytes sent, B; 0 = off, as in HPCC (the paper "
+             "10 MB)",
+     .check = Check::NonNegative},
+    {.key = "fast_recovery",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "increase events of fast recovery before additive increase, F (NVIDIA "
+             "rpg_threshold 1; the paper 5)",
+     .check = Check::NonNegative},
+    {.key = "ai_fraction",
+     .type = ParamType::Number,
+     .fallback = "0.0002",
+     .help = "additive increase R_AI as a fraction of the QP's line rate (5 Mb/s per 25 Gb/s: "
+             "NVIDIA's rpg_ai_rate scaled with link speed as HPCC does)",
+     .check = Check::Fraction},
+    {.key = "hai_fraction",
+     .type = ParamType::Number,
+     .fallback = "0.002",
+     .help = "hyper increase R_HAI as a fraction of the QP's line rate (50 Mb/s per 25 Gb/s)",
+     .check = Check::Fraction},
+    {.key = "min_rate",
+     .type = ParamType::Bandwidth,
+     .fallback = "1Mbps",
+     .help = "floor of a QP's rate (NVIDIA rpg_min_rate)",
+     .check = Check::Positive},
+};
+const ParamTable kDcqcnTable{"network.dcqcn (model: fluid)",
+                             "DCQCN's reaction point per QP, as fluid equations (the notification "
+                             "point's CNP spacing is cnp_interval).",
+                             kDcqcnParams};
+
+constexpr Param kFluidParams[] = {
+    kModelParam,
+    {.key = "step",
+     .type = ParamType::Time,
+     .fallback = "1us",
+     .help = "integration step while queues, pauses or rate control are in motion; bounds the "
+             "reaction time of PFC and the feedback delay of DCQCN",
+     .check = Check::Positive},
+    {.key = "packet_size",
+     .type = ParamType::Bytes,
+     .fallback = "4096B",
+     .help = "payload per packet (the RoCE path MTU): ECN marks and DCQCN's equations count "
+             "packets",
+     .check = Check::Positive},
+    {.key = "device_buffer",
+     .type = ParamType::Bytes,
+     .fallback = "256KiB",
+     .help = "bytes a NIC, NVSwitch or GPU holds per ingress port (and a sender per send "
+             "queue) before it stops its upstream: the credit or PFC threshold of devices",
+     .check = Check::Positive},
+    {.key = "lossy_weight",
+     .type = ParamType::Number,
+     .fallback = "1",
+     .help = "share of the lossy class against the lossless class (weight 1) on a link where "
+             "both queue (ETS; Cumulus' RoCE default is 50/50)",
+     .check = Check::Positive},
+    {.key = "pfc",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "priority flow control",
+     .choices = "see network.pfc"},
+    {.key = "ecn",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "ECN marking",
+     .choices = "see network.ecn"},
+    {.key = "dcqcn",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "DCQCN rate control",
+     .choices = "see network.dcqcn"},
+};
+const ParamTable kFluidTable{
+    "network (model: fluid)",
+    "Queues at every egress port, PFC, ECN and DCQCN, integrated in time steps "
+    "(docs/models/fluid.md). Lossless RDMA class, lossy class and a strict-priority control "
+    "class; switch buffers from the topology (`leaf.buffer`, ...).",
+    kFluidParams};
+
+constexpr const ParamTable* kFluidSubtables[] = {&kPfcTable, &kEcnTable, &kEcnRoleTable,
+                                                 &kDcqcnTable};
+
+}  // namespace
+
+const ParamTable& fluid_table() {
+  return kFluidTable;
+}
+
+std::span<const ParamTable* const> fluid_subtables() {
+  return kFluidSubtables;
+}
+
+FluidConfig read_fluid(const ParamReader& r) {
+  (void)r.choice("model");
+  FluidConfig c;
+  c.step = r.time("step").in_seconds();
+  c.packet = static_cast<double>(r.bytes("packet_size").count());
+  c.device_buffer = static_cast<double>(r.bytes("device_buffer").count());
+  c.lossy_weight = r.number("lossy_weight");
+  const ParamReader pfc = r.section("pfc", kPfcTable);
+  c.pfc = pfc.boolean("enabled");
+  c.pfc_alpha = pfc.number("alpha");
+  c.xon_offset = static_cast<double>(pfc.bytes("xon_offset").count());
+  c.watchdog = pfc.time("watchdog").in_seconds();
+  const ParamReader ecn = r.section("ecn", kEcnTable);
+  EcnProfile base;
+  base.enabled = ecn.boolean("enabled");
+  base.kmin = static_cast<double>(ecn.bytes("kmin").count());
+  base.kmax = static_cast<double>(ecn.bytes("kmax").count());
+  base.pmax = ecn.number("pmax");
+  base.scale_with_rate = ecn.boolean("scale_with_rate");
+  c.ecn.fill(base);
+  auto role = [&](std::string_view key, fabric::SwitchRole which) {
+    const ParamReader x = ecn.section(key, kEcnRoleTable);
+    EcnProfile& e = c.ecn[static_cast<size_t>(which)];
+    if (x.has("enabled")) e.enabled = x.boolean("enabled");
+    if (x.has("kmin")) e.kmin = static_cast<double>(x.bytes("kmin").count());
+    if (x.has("kmax")) e.kmax = static_cast<double>(x.bytes("kmax").count());
+    if (x.has("pmax")) e.pmax = x.number("pmax");
+    if (x.has("scale_with_rate")) e.scale_with_rate = x.boolean("scale_with_rate");
+    if (e.kmax <= e.kmin) {
+      x.fail(x.has("kmax") ? "kmax" : "kmin", "kmax above kmin",
+             fmt::format("kmin {} B, kmax {} B", e.kmin, e.kmax));
+    }
+  };
+  if (base.kmax <= base.kmin) {
+    ecn.fail("kmax", "kmax above kmin", fmt::format("kmin {} B, kmax {} B", base.kmin, base.kmax));
+  }
+  role("leaf", fabric::SwitchRole::Leaf);
+  role("rail", fabric::SwitchRole::Rail);
+  role("spine", fabric::SwitchRole::Spine);
+  role("aggregation", fabric::SwitchRole::Aggregation);
+  role("core", fabric::SwitchRole::Core);
+  const ParamReader d = r.section("dcqcn", kDcqcnTable);
+  c.dcqcn.enabled = d.boolean("enabled");
+  c.dcqcn.g = d.number("g");
+  c.dcqcn.alpha_interval = d.time("alpha_interval").in_seconds();
+  c.dcqcn.cnp_interval = d.time("cnp_interval").in_seconds();
+  c.dcqcn.timer = d.time("timer").in_seconds();
+  c.dcqcn.byte_counter = static_cast<double>(d.bytes("byte_counter").count());
+  c.dcqcn.fast_recovery = static_cast<int>(d.integer("fast_recovery"));
+  c.dcqcn.ai_fraction = d.number("ai_fraction");
+  c.dcqcn.hai_fraction = d.number("hai_fraction");
+  c.dcqcn.min_rate = d.bandwidth("min_rate").bytes_per_second();
+  return c;
+}
+
+std::unique_ptr<NetworkModel> make_fluid(const ParamReader& section, const fabric::Fabric& f,
+                                         const ModelOptions&) {
+  return std::make_unique<FluidNetwork>(f, read_fluid(section));
+}
+
+}  // namespace rocesim::network

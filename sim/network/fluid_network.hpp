@@ -1,0 +1,239 @@
+// The `fluid` network model: queues at every egress port, PFC, ECN and DCQCN, integrated in time
+// steps. The maths, every parameter and its source: docs/models/fluid.md.
+//
+// State. Each route (one QP's part of a flow) holds, for each of its hops k, the bytes b[k] it
+// has queued at the egress of that hop's link (k = 0: at the sender, waiting for the first
+// link). An egress queue (link, class) is the sum of the b of the routes there; a node's ingress
+// counter for link l (what PFC watches) is the sum of the b queued in the node that arrived over
+// l. Each QP has DCQCN state (current rate Rc, target rate Rt, alpha), kept across its flows.
+//
+// Rates are piecewise constant: recomputed at every commit() (a flow started or ended) and at
+// every step boundary (multiples of `step`) while anything is in motion: a queue not empty, a
+// pause on, a QP below its line rate. When nothing is in motion the model only wakes up for the
+// next flow end (a flow that meets no congestion costs what it costs in max-min).
+//
+// One computation of rates, in order:
+//  1. PFC: a link is paused (lossless class) when its receiver's ingress counter for it reaches
+//     XOFF: the switch's dynamic threshold alpha x (free shared buffer), or a device's buffer;
+//     it resumes below XOFF - xon_offset. The sender's own send queue pauses the QP the same way.
+//  2. ECN: each switch egress queue marks with the RED probability p(q) of its switch role; a
+//     route sees 1 - prod(1 - p) over its hops.
+//  3. Senders: a QP sends at its DCQCN rate Rc (line rate without congestion control), shared
+//     by its routes; the routes leaving on one link share it max-min (the NIC's round robin);
+//     a pipeline's routes move in lockstep at the pace of the slowest; rate caps apply.
+//  4. Queues, link by link in the order routes cross them: a link serves its queued and
+//     arriving bytes at its capacity (0 while paused), classes by priority (control, then
+//     lossless and lossy sharing by weight), each route in proportion to its bytes there (FIFO
+//     mixing); what passes is the next hop's arrival in the same step.
+// Between computations b[k] += (arrival - departure) dt, each flow's sent bytes grow at its
+// rate, and DCQCN's fluid equations (Zhu et al., CoNEXT 2016, with the NIC's hyper increase)
+// move Rc, Rt and alpha from the marking each QP saw.
+//
+// A flow is done when its sender has sent its last byte; the bytes still queued drain on as
+// before (they keep occupying queues), and the completion reports the queueing delay its last
+// byte meets, sum of (queue / capacity) over the hops of its slowest route.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/core/params.hpp"
+#include "sim/core/slot_pool.hpp"
+#include "sim/network/network_model.hpp"
+#include "sim/network/registry.hpp"
+
+namespace rocesim::network {
+
+/// RED marking on an egress queue: p = 0 up to kmin, pmax at kmax, linear between, 1 above.
+struct EcnProfile {
+  bool enabled = true;
+  double kmin = 100e3;  // bytes (per 25 Gb/s of port rate when scaled)
+  double kmax = 400e3;
+  double pmax = 0.2;
+  bool scale_with_rate = true;  // thresholds x port rate / 25 Gb/s (HPCC)
+};
+
+/// DCQCN's reaction point, as fluid equations (docs/models/fluid.md).
+struct DcqcnConfig {
+  bool enabled = true;
+  double g = 1.0 / 256;
+  double alpha_interval = 1e-6;  // s: tau', the alpha update period
+  double cnp_interval = 4e-6;    // s: tau, the shortest time between two CNPs of a QP
+  double timer = 300e-6;         // s: T, the rate-increase timer
+  double byte_counter = 0;       // bytes: B, increase events per B bytes sent; 0 = off
+  int fast_recovery = 1;         // F: increase events before additive increase
+  double ai_fraction = 2e-4;     // R_AI / line rate (5 Mb/s per 25 Gb/s)
+  double hai_fraction = 2e-3;    // R_HAI / line rate (50 Mb/s per 25 Gb/s)
+  double min_rate = 125e3;       // bytes/s (1 Mb/s)
+};
+
+struct FluidConfig {
+  double step = 1e-6;             // s
+  double packet = 4096;           // payload bytes per packet (the RoCE path MTU)
+  bool pfc = true;                // lossless class paused hop by hop
+  double pfc_alpha = 0.125;       // dynamic threshold of a lossless ingress queue
+  double xon_offset = 18432;      // bytes below XOFF at which a pause ends
+  double device_buffer = 262144;  // bytes per ingress port of a NIC, NVSwitch or GPU
+  double lossy_weight = 1.0;      // share of the lossy class when both data classes queue
+  double watchdog = 0.2;          // s: a pause longer than this is a PFC storm
+  // Per switch role (index: fabric::SwitchRole).
+  std::array<EcnProfile, 7> ecn{};
+  DcqcnConfig dcqcn{};
+};
+
+/// Counters of one link over the run (what the observers also see, summed).
+struct LinkCongestion {
+  uint64_t pauses = 0;       // times the link's sender was paused (lossless)
+  double paused_s = 0;       // time paused
+  double max_queue = 0;      // bytes, deepest egress queue, all classes
+  double ecn_marks = 0;      // packets marked on its egress
+  double drops = 0;          // bytes dropped on its egress (lossy class)
+  double max_ingress = 0;    // bytes, largest ingress counter at its receiver
+  double headroom_used = 0;  // bytes, most the ingress counter went past XOFF while paused
+  double headroom = 0;       // bytes the receiver can absorb after sending XOFF (802.1Qbb)
+  uint64_t storms = 0;       // pauses longer than the watchdog
+};
+
+/// A cyclic buffer dependency: paused links that wait on each other, so that none can drain.
+class FabricDeadlock : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class FluidNetwork final : public NetworkModel {
+ public:
+  static constexpr FlowHandle kNone = std::numeric_limits<FlowHandle>::max();
+
+  FluidNetwork(const fabric::Fabric& f, const FluidConfig& config);
+
+  std::string_view name() const override { return "fluid"; }
+  FlowHandle start(const FlowSpec& spec, Time now) override;
+  Time next_event() override { return next_event_; }
+  void advance(Time t, std::vector<Completion>& finished) override;
+  void commit(Time now) override;
+  double rate(FlowHandle f) const override { return flows_[f].rate; }
+  size_t active_flows() const override { return active_flows_; }
+  void finish(Time end) override;
+
+  const FluidConfig& config() const { return config_; }
+  std::span<const LinkCongestion> congestion() const { return stats_; }
+  /// Bytes queued at the egress of a link (all classes), and whether its sender is paused.
+  double queue(fabric::LinkId l) const;
+  bool paused(fabric::LinkId l) const { return links_[l].paused; }
+  /// DCQCN state of a QP (line rate when it never met congestion).
+  double qp_rate(QpId q) const { return q < qps_.size() ? qps_[q].rc : 0; }
+  /// CNPs received by all QPs, summed.
+  double cnps() const { return cnps_; }
+  uint64_t steps() const { return steps_; }
+
+ private:
+  struct Hop {
+    fabric::LinkId link;
+    double w = 1;  // bytes on the link per byte of the route (< 1: reduced in a switch)
+    double b = 0;  // bytes queued at the egress of this hop's link
+    double a = 0;  // arrival rate (bytes/s) in the current interval
+    double d = 0;  // departure rate
+  };
+  struct RouteState {
+    FlowHandle flow = kNone;
+    QpId qp = kNoQp;
+    double share = 1;
+    TrafficClass tc = TrafficClass::Lossless;
+    bool cc = false;    // crosses a NIC onto the fabric: DCQCN applies
+    double line = 0;    // the QP's line rate (bytes/s): NIC uplink, or the first hop
+    double demand = 0;  // what the sender asks for in this interval
+    double x = 0;       // injection rate (bytes/s)
+    double p = 0;       // marking probability seen by the route
+    std::vector<Hop> hops;
+    bool live = false;
+    bool sending = true;  // false once the flow's last byte left the sender
+    // The last byte, once sent: the hop whose queue it is in, and the bytes (on that link)
+    // ahead of it; hops.size() when it has left the last queue.
+    uint32_t tracer = 0;
+    double ahead = 0;
+  };
+  struct FlowState {
+    std::vector<uint32_t> routes;
+    double bytes = 0;
+    double sent = 0;
+    double rate = 0;  // bytes of the flow per second
+    double cap = kNoRateCap;
+    double sent_at = 0;      // s, when the last byte left the sender
+    uint32_t in_flight = 0;  // routes whose last byte is still in a queue
+    bool live = false;
+    bool sending = false;
+  };
+  struct QpState {
+    double rc = 0, rt = 0, alpha = 1;
+    double line = 0;
+    double p = 0;        // marking seen in the current interval
+    double last = 0;     // time of the last update (s)
+    uint32_t users = 0;  // routes using the QP in the current interval
+    bool met = false;    // has met congestion (a CNP) at least once
+    bool seen = false;
+  };
+  struct Entry {  // a route's hop on a link
+    uint32_t route;
+    uint32_t hop;
+  };
+  struct LinkState {
+    double cap = 0;
+    std::vector<Entry> entries;  // rebuilt when routes come and go
+    std::array<double, kTrafficClasses> queue{};
+    std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
+    double ingress = 0;  // lossless bytes held by the receiver that came over this link
+    double source = 0;   // lossless bytes of routes starting here, at their sender
+    double p = 0;        // marking probability of the egress queue
+    double kmin = 0, kmax = 0, pmax = 0;
+    bool ecn = false;
+    bool paused = false;         // the receiver paused this link (lossless)
+    bool source_paused = false;  // the senders' own send queue is full
+    double paused_since = 0;
+  };
+
+  void rebuild();
+  void compute_rates(double now);
+  double xoff(fabric::LinkId l) const;
+  void update_pauses(double now);
+  void update_qp(QpState& q, double dt) const;
+  void detect_deadlock() const;
+  /// Moves a sent route's last byte through the queues for `budget` seconds at the current
+  /// service rates; true when it has left the last one.
+  bool trace(RouteState& rs, double& budget);
+  double marking(const LinkState& l, double q) const;
+
+  const fabric::Fabric& fabric_;
+  FluidConfig config_;
+  std::vector<LinkState> links_;
+  std::vector<LinkCongestion> stats_;
+  std::vector<double> node_used_;    // bytes queued in each node's egress queues
+  std::vector<double> node_buffer_;  // shared buffer of each switch (0: a device)
+  SlotPool<RouteState> routes_;
+  SlotPool<FlowState> flows_;
+  std::vector<QpState> qps_;
+  std::vector<uint32_t> live_routes_;  // in slot order after rebuild()
+  std::vector<fabric::LinkId> order_;  // links with entries, upstream before downstream
+  std::vector<uint32_t> scratch_;
+  std::vector<std::pair<double, uint32_t>> senders_;
+  bool dirty_ = false;
+  size_t active_flows_ = 0;
+  double now_ = 0;       // s, time of the last advance or commit
+  double interval_ = 0;  // s, the interval the current rates were planned for
+  bool moving_ = false;  // queues, pauses or rate control in motion: step
+  Time next_event_ = Time::infinity();
+  double cnps_ = 0;
+  uint64_t steps_ = 0;
+};
+
+/// The `network` section when `model: fluid`.
+const ParamTable& fluid_table();
+std::span<const ParamTable* const> fluid_subtables();
+FluidConfig read_fluid(const ParamReader& section);
+std::unique_ptr<NetworkModel> make_fluid(const ParamReader& section, const fabric::Fabric& f,
+                                         const ModelOptions& options);
+
+}  // namespace rocesim::network
