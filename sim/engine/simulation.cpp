@@ -329,7 +329,6 @@ void Simulation::run() {
     net_.commit(t);
     if ((++instants & 0x3FF) == 0) report_progress(false);
   }
-  net_.finish(now_);
   report_progress(true);
   for (const WorkloadState& s : workloads_) {
     if (!s.done) {

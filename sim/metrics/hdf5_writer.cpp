@@ -191,6 +191,23 @@ struct TierRow {
   uint32_t max_qps;
   double mmr;
 };
+struct CongestionTierRow {
+  char link_class[kName];
+  uint64_t links;
+  double paused_fraction;
+  uint64_t pauses;
+  double max_queue_bytes, ecn_marks, drop_bytes;
+};
+struct CongestionLinkRow {
+  uint32_t link;
+  uint64_t pauses;
+  double paused_s, max_queue_bytes, ecn_marks, drop_bytes;
+};
+struct SeriesRow {
+  uint32_t id;
+  int64_t t_ps;
+  double value;
+};
 
 #pragma pack(pop)
 
@@ -436,6 +453,63 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     FIELD(t, TierRow, max_qps, H5T_NATIVE_UINT32);
     FIELD(t, TierRow, mmr, H5T_NATIVE_DOUBLE);
     write_table(out, file, "tiers", t, rows.data(), rows.size());
+  }
+  const CongestionRecorder& cr = rec.congestion();
+  if (cr.any()) {
+    Handle g = group(file, "congestion");
+    attr_scalar(g, "cnps", H5T_NATIVE_DOUBLE, cr.cnps());
+    std::vector<CongestionTierRow> tiers;
+    for (const TierCongestion& tc : cr.tiers()) {
+      CongestionTierRow r{};
+      copy_name(r.link_class, tc.link_class);
+      r.links = tc.links;
+      r.paused_fraction = tc.paused_fraction;
+      r.pauses = tc.pauses;
+      r.max_queue_bytes = tc.max_queue;
+      r.ecn_marks = tc.ecn_marks;
+      r.drop_bytes = tc.drops;
+      tiers.push_back(r);
+    }
+    Handle tt(H5Tcreate(H5T_COMPOUND, sizeof(CongestionTierRow)), H5Tclose);
+    FIELD(tt, CongestionTierRow, link_class, name_t);
+    FIELD(tt, CongestionTierRow, links, H5T_NATIVE_UINT64);
+    FIELD(tt, CongestionTierRow, paused_fraction, H5T_NATIVE_DOUBLE);
+    FIELD(tt, CongestionTierRow, pauses, H5T_NATIVE_UINT64);
+    FIELD(tt, CongestionTierRow, max_queue_bytes, H5T_NATIVE_DOUBLE);
+    FIELD(tt, CongestionTierRow, ecn_marks, H5T_NATIVE_DOUBLE);
+    FIELD(tt, CongestionTierRow, drop_bytes, H5T_NATIVE_DOUBLE);
+    write_table(out, g, "tiers", tt, tiers.data(), tiers.size());
+
+    Handle lt(H5Tcreate(H5T_COMPOUND, sizeof(CongestionLinkRow)), H5Tclose);
+    FIELD(lt, CongestionLinkRow, link, H5T_NATIVE_UINT32);
+    FIELD(lt, CongestionLinkRow, pauses, H5T_NATIVE_UINT64);
+    FIELD(lt, CongestionLinkRow, paused_s, H5T_NATIVE_DOUBLE);
+    FIELD(lt, CongestionLinkRow, max_queue_bytes, H5T_NATIVE_DOUBLE);
+    FIELD(lt, CongestionLinkRow, ecn_marks, H5T_NATIVE_DOUBLE);
+    FIELD(lt, CongestionLinkRow, drop_bytes, H5T_NATIVE_DOUBLE);
+    write_rows<CongestionLinkRow>(
+        out, g, "links", lt, cr.links().size(), [&](size_t i, CongestionLinkRow& r) {
+          const LinkCongestion& x = cr.links()[i];
+          r = CongestionLinkRow{
+              static_cast<uint32_t>(i), x.pauses, x.paused_s, x.max_queue, x.ecn_marks, x.drops};
+        });
+
+    Handle st(H5Tcreate(H5T_COMPOUND, sizeof(SeriesRow)), H5Tclose);
+    FIELD(st, SeriesRow, id, H5T_NATIVE_UINT32);
+    FIELD(st, SeriesRow, t_ps, H5T_NATIVE_INT64);
+    FIELD(st, SeriesRow, value, H5T_NATIVE_DOUBLE);
+    auto series_rows = [](const auto& by_id) {
+      std::vector<SeriesRow> rows;
+      for (const auto& [id, series] : by_id) {
+        for (const Sample& s : series.samples())
+          rows.push_back({static_cast<uint32_t>(id), s.t_ps, s.value});
+      }
+      return rows;
+    };
+    const std::vector<SeriesRow> queues = series_rows(cr.queue_series());
+    write_table(out, g, "queue_series", st, queues.data(), queues.size());
+    const std::vector<SeriesRow> rates = series_rows(cr.rate_series());
+    write_table(out, g, "rate_series", st, rates.data(), rates.size());
   }
 }
 

@@ -18,7 +18,10 @@ double max_mean_ratio(const std::vector<uint32_t>& counts) {
 }
 
 Recorder::Recorder(const engine::Simulation& sim, size_t max_flows)
-    : sim_(sim), max_flows_(max_flows), links_(sim.fabric().link_count()) {}
+    : sim_(sim),
+      max_flows_(max_flows),
+      links_(sim.fabric().link_count()),
+      congestion_(sim.fabric()) {}
 
 void Recorder::on_qp_routed(engine::QpIndex, routing::PathId path) {
   for (fabric::LinkId l : sim_.paths().links(path))
@@ -36,6 +39,7 @@ void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
 
 void Recorder::finalize() {
   const fabric::Fabric& f = sim_.fabric();
+  congestion_.finalize(sim_.end_time());
   // Summed in double and rounded once per link: weighted paths (pipelines) would otherwise
   // gather a rounding error per path and link.
   std::vector<double> carried(f.link_count(), 0.0);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/engine/simulation.hpp"
+#include "sim/metrics/congestion.hpp"
 
 namespace rocesim::metrics {
 
@@ -63,6 +64,9 @@ class Recorder final : public engine::Observer {
   const std::vector<TierResult>& tiers() const { return tiers_; }
   const std::vector<WorkloadResult>& workloads() const { return workloads_; }
   const engine::Simulation& simulation() const { return sim_; }
+  /// The network model's congestion events (attach it to the model with add_observer).
+  CongestionRecorder& congestion() { return congestion_; }
+  const CongestionRecorder& congestion() const { return congestion_; }
 
  private:
   const engine::Simulation& sim_;
@@ -73,6 +77,7 @@ class Recorder final : public engine::Observer {
   std::vector<LinkResult> links_;
   std::vector<TierResult> tiers_;
   std::vector<WorkloadResult> workloads_;
+  CongestionRecorder congestion_;
 };
 
 /// Max over mean of a set of counts (0 when the mean is 0).

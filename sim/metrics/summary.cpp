@@ -41,6 +41,18 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
                        t.links, 100 * t.mean_utilization, 100 * t.max_utilization, t.mean_qps,
                        t.max_qps, t.mmr);
   }
+  const CongestionRecorder& cr = rec.congestion();
+  if (cr.any()) {
+    out += fmt::format("\n{:<24} {:>8} {:>8} {:>10} {:>12} {:>10}\n", "congestion", "paused",
+                       "pauses", "max queue", "ECN marks", "drops");
+    for (const TierCongestion& t : cr.tiers()) {
+      out += fmt::format(
+          "{:<24} {:>7.2f}% {:>8} {:>10} {:>12.4g} {:>10}\n", t.link_class, 100 * t.paused_fraction,
+          t.pauses, format_bytes(Bytes(static_cast<int64_t>(std::llround(t.max_queue)))),
+          t.ecn_marks, format_bytes(Bytes(static_cast<int64_t>(std::llround(t.drops)))));
+    }
+    out += fmt::format("CNPs received by the senders: {:.4g}\n", cr.cnps());
+  }
   if (rec.flows_truncated()) {
     out += fmt::format("\nnote: results.h5 keeps the first {} of {} flows (output.max_flows)\n",
                        rec.flows().size(), rec.flows_seen());

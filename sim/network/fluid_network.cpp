@@ -119,10 +119,12 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
         hop.w = 1.0 / reduced[l];
       }
       rs.hops.push_back(hop);
-      if (!rs.cc && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
+      if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
           fabric_switch(fabric_.node(link.dst))) {
+        // The NIC schedules its QPs onto its port (PCIe before it only feeds it).
         rs.cc = config_.dcqcn.enabled;
         rs.line = links_[l].cap;
+        rs.sched = static_cast<uint32_t>(rs.hops.size() - 1);
       }
     }
     if (rs.qp != kNoQp) {
@@ -161,16 +163,18 @@ void FluidNetwork::rebuild() {
   for (uint32_t r = 0; r < routes_.capacity(); ++r) {
     if (routes_[r].live) live_routes_.push_back(r);
   }
-  // A paused link stays visited until it resumes, even when no route crosses it any more.
+  // A paused link stays visited until it resumes, and a queue until it is seen empty, even when
+  // no route crosses them any more.
+  auto keep = [](const LinkState& s) { return s.paused || s.source_paused || s.queued; };
   std::vector<fabric::LinkId> touched;
   for (const fabric::LinkId l : order_) {
-    if (links_[l].paused || links_[l].source_paused) touched.push_back(l);
+    if (keep(links_[l])) touched.push_back(l);
   }
   for (const uint32_t r : live_routes_) {
     const RouteState& rs = routes_[r];
     for (uint32_t k = 0; k < rs.hops.size(); ++k) {
       LinkState& s = links_[rs.hops[k].link];
-      if (s.entries.empty() && !s.paused && !s.source_paused) touched.push_back(rs.hops[k].link);
+      if (s.entries.empty() && !keep(s)) touched.push_back(rs.hops[k].link);
       s.entries.push_back({r, k});
     }
   }
@@ -239,26 +243,28 @@ double FluidNetwork::marking(const LinkState& l, double q) const {
 void FluidNetwork::update_pauses(double now) {
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
-    LinkCongestion& st = stats_[l];
+    PfcDiagnostics& st = stats_[l];
     const double off = xoff(l);
     const double on = std::max(0.0, off - std::min(config_.xon_offset, off / 2));
     st.max_ingress = std::max(st.max_ingress, s.ingress);
     if (!config_.pfc) continue;
     if (!s.paused && s.ingress > kEmpty && s.ingress >= off) {
       s.paused = true;
+      s.storm = false;
       s.paused_since = now;
-      ++st.pauses;
       for (NetworkObserver* o : observers_)
         o->on_pause(l, TrafficClass::Lossless, Time::seconds(now), true);
     } else if (s.paused && s.ingress <= on) {
       s.paused = false;
-      st.paused_s += now - s.paused_since;
       for (NetworkObserver* o : observers_)
         o->on_pause(l, TrafficClass::Lossless, Time::seconds(now), false);
     }
     if (s.paused) {
       st.headroom_used = std::max(st.headroom_used, s.ingress - off);
-      if (now - s.paused_since > config_.watchdog && st.storms < st.pauses) ++st.storms;
+      if (now - s.paused_since > config_.watchdog && !s.storm) {
+        s.storm = true;  // once per pause
+        ++st.storms;
+      }
     }
     // The senders' own send queue (bytes a NIC or GPU took in but could not put on the link).
     const double soff = config_.device_buffer;
@@ -363,17 +369,16 @@ void FluidNetwork::compute_rates(double now) {
     LinkState& s = links_[l];
     const double q = s.queue[0] + s.queue[1];
     s.p = marking(s, q);
-    LinkCongestion& st = stats_[l];
-    st.max_queue = std::max(st.max_queue, q + s.queue[2]);
     moving = moving || s.paused || s.source_paused || s.p > 0;
-    if (!observers_.empty() && q + s.queue[2] > 0) {
+    // Queue depths while they are not zero, and once when they become zero again.
+    const bool queued = q + s.queue[2] > 0;
+    if (!observers_.empty() && (queued || s.queued)) {
       for (size_t c = 0; c < kTrafficClasses; ++c) {
-        if (s.queue[c] > 0) {
-          for (NetworkObserver* o : observers_)
-            o->on_queue(l, static_cast<TrafficClass>(c), Time::seconds(now), s.queue[c]);
-        }
+        for (NetworkObserver* o : observers_)
+          o->on_queue(l, static_cast<TrafficClass>(c), Time::seconds(now), s.queue[c]);
       }
     }
+    s.queued = queued;
   }
   // What each QP sees and who uses it.
   for (const uint32_t r : live_routes_) {
@@ -394,7 +399,7 @@ void FluidNetwork::compute_rates(double now) {
     ++q.users;
     q.p = std::max(q.p, rs.p);
   }
-  // Senders' demands, then the links they start on shared max-min (the NIC's round robin).
+  // Senders' demands, then the port each sends from shared max-min (the NIC's round robin).
   for (const uint32_t r : live_routes_) {
     RouteState& rs = routes_[r];
     rs.x = 0;
@@ -414,7 +419,7 @@ void FluidNetwork::compute_rates(double now) {
   for (const fabric::LinkId l : order_) {
     senders.clear();
     for (const Entry& e : links_[l].entries) {
-      if (e.hop == 0 && routes_[e.route].demand > 0)
+      if (e.hop == routes_[e.route].sched && routes_[e.route].demand > 0)
         senders.emplace_back(routes_[e.route].demand, e.route);
     }
     if (senders.empty()) continue;
@@ -559,7 +564,6 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
           const LinkState& s = links_[hop.link];
           if (s.p <= 0) continue;
           const double marks = s.p * hop.w * hop.d * dt / config_.packet;
-          stats_[hop.link].ecn_marks += marks;
           for (NetworkObserver* o : observers_)
             o->on_ecn(hop.link, rs.qp, t, marks);
         }
@@ -693,17 +697,6 @@ void FluidNetwork::detect_deadlock() const {
         colour[u] = 2;
         stack.pop_back();
       }
-    }
-  }
-}
-
-void FluidNetwork::finish(Time end) {
-  const double t = end.in_seconds();
-  for (fabric::LinkId l = 0; l < links_.size(); ++l) {
-    LinkState& s = links_[l];
-    if (s.paused) {
-      stats_[l].paused_s += t - s.paused_since;
-      s.paused_since = t;
     }
   }
 }

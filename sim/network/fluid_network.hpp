@@ -85,14 +85,10 @@ struct FluidConfig {
   DcqcnConfig dcqcn{};
 };
 
-/// Counters of one link over the run (what the observers also see, summed).
-struct LinkCongestion {
-  uint64_t pauses = 0;       // times the link's sender was paused (lossless)
-  double paused_s = 0;       // time paused
-  double max_queue = 0;      // bytes, deepest egress queue, all classes
-  double ecn_marks = 0;      // packets marked on its egress
-  double drops = 0;          // bytes dropped on its egress (lossy class)
-  double max_ingress = 0;    // bytes, largest ingress counter at its receiver
+/// PFC diagnostics of one link's receiver (counts of pauses, queues and marks go to the
+/// observers: metrics::CongestionRecorder).
+struct PfcDiagnostics {
+  double max_ingress = 0;    // bytes, largest ingress counter for the link
   double headroom_used = 0;  // bytes, most the ingress counter went past XOFF while paused
   double headroom = 0;       // bytes the receiver can absorb after sending XOFF (802.1Qbb)
   uint64_t storms = 0;       // pauses longer than the watchdog
@@ -117,10 +113,9 @@ class FluidNetwork final : public NetworkModel {
   void commit(Time now) override;
   double rate(FlowHandle f) const override { return flows_[f].rate; }
   size_t active_flows() const override { return active_flows_; }
-  void finish(Time end) override;
 
   const FluidConfig& config() const { return config_; }
-  std::span<const LinkCongestion> congestion() const { return stats_; }
+  std::span<const PfcDiagnostics> pfc() const { return stats_; }
   /// Bytes queued at the egress of a link (all classes), and whether its sender is paused.
   double queue(fabric::LinkId l) const;
   bool paused(fabric::LinkId l) const { return links_[l].paused; }
@@ -143,11 +138,12 @@ class FluidNetwork final : public NetworkModel {
     QpId qp = kNoQp;
     double share = 1;
     TrafficClass tc = TrafficClass::Lossless;
-    bool cc = false;    // crosses a NIC onto the fabric: DCQCN applies
-    double line = 0;    // the QP's line rate (bytes/s): NIC uplink, or the first hop
-    double demand = 0;  // what the sender asks for in this interval
-    double x = 0;       // injection rate (bytes/s)
-    double p = 0;       // marking probability seen by the route
+    bool cc = false;     // crosses a NIC onto the fabric: DCQCN applies
+    uint32_t sched = 0;  // the hop whose link the sender's scheduler shares (the NIC's port)
+    double line = 0;     // the QP's line rate (bytes/s): NIC uplink, or the first hop
+    double demand = 0;   // what the sender asks for in this interval
+    double x = 0;        // injection rate (bytes/s)
+    double p = 0;        // marking probability seen by the route
     std::vector<Hop> hops;
     bool live = false;
     bool sending = true;  // false once the flow's last byte left the sender
@@ -192,6 +188,8 @@ class FluidNetwork final : public NetworkModel {
     bool ecn = false;
     bool paused = false;         // the receiver paused this link (lossless)
     bool source_paused = false;  // the senders' own send queue is full
+    bool queued = false;         // had bytes queued at the last computation
+    bool storm = false;          // the current pause outlasted the watchdog
     double paused_since = 0;
   };
 
@@ -209,7 +207,7 @@ class FluidNetwork final : public NetworkModel {
   const fabric::Fabric& fabric_;
   FluidConfig config_;
   std::vector<LinkState> links_;
-  std::vector<LinkCongestion> stats_;
+  std::vector<PfcDiagnostics> stats_;
   std::vector<double> node_used_;    // bytes queued in each node's egress queues
   std::vector<double> node_buffer_;  // shared buffer of each switch (0: a device)
   SlotPool<RouteState> routes_;

@@ -25,8 +25,6 @@ void NetworkObserver::on_cnp(QpId, Time, double) {}
 void NetworkObserver::on_drop(fabric::LinkId, TrafficClass, Time, double) {}
 void NetworkObserver::on_rate(QpId, Time, double) {}
 
-void NetworkModel::finish(Time) {}
-
 void merge_routes(const fabric::Fabric& f, const FlowSpec& spec, std::vector<double>& scratch,
                   std::vector<fabric::LinkId>& links, std::vector<double>& weights) {
   ROCESIM_CHECK(!spec.routes.empty(), "a flow has at least one route");

@@ -107,8 +107,6 @@ class NetworkModel {
   /// Current rate of a running flow in bytes/s.
   virtual double rate(FlowHandle f) const = 0;
   virtual size_t active_flows() const = 0;
-  /// Called once when the run is over (totals, open pauses); the default does nothing.
-  virtual void finish(Time end);
 
   void add_observer(NetworkObserver* o) { observers_.push_back(o); }
 

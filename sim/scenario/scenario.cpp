@@ -370,6 +370,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     out.fail("compression", "a deflate level from 0 to 9", std::to_string(run->compression));
   run->recorder = std::make_unique<metrics::Recorder>(*run->sim, run->max_flow_records);
   run->sim->add_observer(run->recorder.get());
+  run->network->add_observer(&run->recorder->congestion());
 
   ConfigNode effective = sink.assemble(written);
   if (o.seed) {

@@ -330,6 +330,45 @@ def check_tables(f, c):
                         f"/tables/{name}: algbw_{half} != size / time")
 
 
+def check_congestion(f, c):
+    """/congestion (a network model with queues): one tier row per link class that sums its
+    links' rows; series rows grouped by id, in time order, within the run, never negative."""
+    if "congestion" not in f:
+        return
+    g = f["congestion"]
+    classes = f["link_classes"][:]
+    links, tiers = g["links"][:], g["tiers"][:]
+    all_links = f["links"][:]
+    c.check(len(links) == len(all_links), "/congestion/links: not one row per link")
+    c.check(bool(np.all(links["link"] == np.arange(len(links)))),
+            "/congestion/links: rows not in link order")
+    c.check(len(tiers) == len(classes) and
+            all(t == k for t, k in zip(tiers["link_class"], classes)),
+            "/congestion/tiers rows are not the link classes in order")
+    end_s = f["meta"].attrs["end_ps"] * 1e-12
+    for i, t in enumerate(tiers):
+        mine = links[all_links["link_class"] == i]
+        c.check(t["pauses"] == mine["pauses"].sum(), f"congestion tier {i}: pauses")
+        c.check(len(mine) == 0 or t["max_queue_bytes"] == mine["max_queue_bytes"].max(),
+                f"congestion tier {i}: max queue")
+        c.check(0 <= t["paused_fraction"] <= 1 + TOLERANCE, f"congestion tier {i}: fraction")
+        c.check(np.isclose(t["ecn_marks"], mine["ecn_marks"].sum(), rtol=1e-9),
+                f"congestion tier {i}: ECN marks")
+    c.check(bool(np.all(links["paused_s"] <= end_s * (1 + TOLERANCE) + 1e-12)),
+            "/congestion/links: paused longer than the run")
+    for name, bound in (("queue_series", len(all_links)), ("rate_series", None)):
+        rows = g[name][:]
+        c.check(bool(np.all(rows["value"] >= 0)), f"/congestion/{name}: negative value")
+        c.check(bool(np.all(rows["t_ps"] <= f["meta"].attrs["end_ps"])),
+                f"/congestion/{name}: sample after the end of the run")
+        if bound is not None:
+            c.check(bool(np.all(rows["id"] < bound)), f"/congestion/{name}: unknown link")
+        for i in np.unique(rows["id"]):
+            t = rows["t_ps"][rows["id"] == i]
+            c.check(bool(np.all(np.diff(t) > 0)), f"/congestion/{name}: id {i} not in time order")
+            c.check(len(t) <= 512, f"/congestion/{name}: id {i} has more than 512 samples")
+
+
 def check_differs(f, other_path, c):
     with h5py.File(other_path, "r") as g:
         c.check(not np.array_equal(f["qps"][:], g["qps"][:]),
@@ -347,6 +386,7 @@ def main():
     c = Checker()
     with h5py.File(args.results, "r") as f:
         check_tables(f, c)
+        check_congestion(f, c)
         if args.tables_only:
             c.check("tables" in f, "no /tables")
         elif check_structure(f, c):

@@ -1,0 +1,107 @@
+#include "sim/metrics/congestion.hpp"
+
+#include <algorithm>
+
+namespace rocesim::metrics {
+
+void Series::add(Time t, double value) {
+  if (!samples_.empty() && samples_.back().t_ps == t.count_ps()) {
+    samples_.back().value = value;  // the state at the end of the instant
+    return;
+  }
+  samples_.push_back({t.count_ps(), value});
+  if (samples_.size() < points_) return;
+  // Full: halve the resolution, keeping each pair's later time and larger value.
+  size_t out = 0;
+  for (size_t i = 0; i + 1 < samples_.size(); i += 2) {
+    samples_[out++] = {samples_[i + 1].t_ps, std::max(samples_[i].value, samples_[i + 1].value)};
+  }
+  if (samples_.size() % 2 == 1) samples_[out++] = samples_.back();
+  samples_.resize(out);
+}
+
+CongestionRecorder::CongestionRecorder(const fabric::Fabric& f, size_t qp_series)
+    : fabric_(f),
+      qp_series_(qp_series),
+      links_(f.link_count()),
+      paused_since_(f.link_count(), Time::infinity()),
+      depth_(f.link_count()) {}
+
+void CongestionRecorder::on_queue(fabric::LinkId link, network::TrafficClass c, Time t,
+                                  double bytes) {
+  seen_ = true;
+  depth_[link][static_cast<size_t>(c)] = bytes;
+  double depth = 0;
+  for (const double d : depth_[link])
+    depth += d;
+  links_[link].max_queue = std::max(links_[link].max_queue, depth);
+  auto it = queue_series_.try_emplace(link).first;
+  it->second.add(t, depth);
+}
+
+void CongestionRecorder::on_pause(fabric::LinkId link, network::TrafficClass, Time t, bool paused) {
+  seen_ = true;
+  if (paused) {
+    ++links_[link].pauses;
+    paused_since_[link] = t;
+  } else if (!paused_since_[link].is_infinite()) {
+    links_[link].paused_s += (t - paused_since_[link]).in_seconds();
+    paused_since_[link] = Time::infinity();
+  }
+}
+
+void CongestionRecorder::on_ecn(fabric::LinkId link, network::QpId, Time, double packets) {
+  seen_ = true;
+  links_[link].ecn_marks += packets;
+}
+
+void CongestionRecorder::on_cnp(network::QpId qp, Time, double cnps) {
+  seen_ = true;
+  cnps_ += cnps;
+  cnps_by_qp_[qp] += cnps;
+}
+
+void CongestionRecorder::on_drop(fabric::LinkId link, network::TrafficClass, Time, double bytes) {
+  seen_ = true;
+  links_[link].drops += bytes;
+}
+
+void CongestionRecorder::on_rate(network::QpId qp, Time t, double bytes_per_second) {
+  seen_ = true;
+  auto it = rate_series_.find(qp);
+  if (it == rate_series_.end()) {
+    if (rate_series_.size() >= qp_series_) return;
+    it = rate_series_.try_emplace(qp).first;
+  }
+  it->second.add(t, bytes_per_second);
+}
+
+void CongestionRecorder::finalize(Time end) {
+  for (fabric::LinkId l = 0; l < links_.size(); ++l) {
+    if (!paused_since_[l].is_infinite()) {
+      links_[l].paused_s += (end - paused_since_[l]).in_seconds();
+      paused_since_[l] = end;
+    }
+  }
+  tiers_.assign(fabric_.link_classes().size(), TierCongestion{});
+  for (size_t c = 0; c < tiers_.size(); ++c)
+    tiers_[c].link_class = fabric_.link_classes()[c];
+  for (fabric::LinkId l = 0; l < links_.size(); ++l) {
+    TierCongestion& t = tiers_[fabric_.link(l).link_class];
+    const LinkCongestion& x = links_[l];
+    ++t.links;
+    t.paused_fraction += x.paused_s;
+    t.pauses += x.pauses;
+    t.max_queue = std::max(t.max_queue, x.max_queue);
+    t.ecn_marks += x.ecn_marks;
+    t.drops += x.drops;
+  }
+  const double horizon = end.in_seconds();
+  for (TierCongestion& t : tiers_) {
+    t.paused_fraction = horizon > 0 && t.links > 0
+                            ? t.paused_fraction / (horizon * static_cast<double>(t.links))
+                            : 0;
+  }
+}
+
+}  // namespace rocesim::metrics

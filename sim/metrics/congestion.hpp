@@ -1,0 +1,97 @@
+// What a network model with queues reports, gathered for the summary and results.h5: per link,
+// pauses, paused time, deepest queue, ECN marks and drops; per link class (tier) the same summed;
+// CNPs per QP; and bounded, down-sampled time series of queue depth per link and of rate per QP.
+// It observes the model (network::NetworkObserver); the model never writes metrics itself.
+//
+// Definitions:
+//  * paused time of a link: time its sender was paused (PFC, lossless class);
+//  * paused fraction of a tier: paused time summed over its links / (links x run time);
+//  * a series keeps at most `points` samples: when full, every two neighbours become one (the
+//    later time, the larger value), so a series of any length stays within its bound and keeps
+//    its peaks.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/fabric/fabric.hpp"
+#include "sim/network/network_model.hpp"
+
+namespace rocesim::metrics {
+
+struct LinkCongestion {
+  uint64_t pauses = 0;
+  double paused_s = 0;
+  double max_queue = 0;  // bytes, all classes
+  double ecn_marks = 0;  // packets
+  double drops = 0;      // bytes
+};
+
+struct TierCongestion {
+  std::string link_class;
+  size_t links = 0;
+  double paused_fraction = 0;
+  uint64_t pauses = 0;
+  double max_queue = 0;
+  double ecn_marks = 0;
+  double drops = 0;
+};
+
+struct Sample {
+  int64_t t_ps;
+  double value;
+};
+
+class Series {
+ public:
+  explicit Series(size_t points = 512) : points_(points) {}
+  void add(Time t, double value);
+  const std::vector<Sample>& samples() const { return samples_; }
+
+ private:
+  size_t points_;
+  std::vector<Sample> samples_;
+};
+
+class CongestionRecorder final : public network::NetworkObserver {
+ public:
+  /// Keeps rate series for at most `qp_series` QPs (the first whose rate changes).
+  explicit CongestionRecorder(const fabric::Fabric& f, size_t qp_series = 64);
+
+  void on_queue(fabric::LinkId link, network::TrafficClass c, Time t, double bytes) override;
+  void on_pause(fabric::LinkId link, network::TrafficClass c, Time t, bool paused) override;
+  void on_ecn(fabric::LinkId link, network::QpId qp, Time t, double packets) override;
+  void on_cnp(network::QpId qp, Time t, double cnps) override;
+  void on_drop(fabric::LinkId link, network::TrafficClass c, Time t, double bytes) override;
+  void on_rate(network::QpId qp, Time t, double bytes_per_second) override;
+
+  /// Closes pauses still on at `end` and sums the tiers.
+  void finalize(Time end);
+
+  bool any() const { return seen_; }
+  const std::vector<LinkCongestion>& links() const { return links_; }
+  const std::vector<TierCongestion>& tiers() const { return tiers_; }
+  double cnps() const { return cnps_; }
+  const std::map<network::QpId, double>& cnps_by_qp() const { return cnps_by_qp_; }
+  const std::map<fabric::LinkId, Series>& queue_series() const { return queue_series_; }
+  const std::map<network::QpId, Series>& rate_series() const { return rate_series_; }
+
+ private:
+  const fabric::Fabric& fabric_;
+  size_t qp_series_;
+  bool seen_ = false;
+  std::vector<LinkCongestion> links_;
+  std::vector<Time> paused_since_;  // Time::infinity() when not paused
+  std::vector<TierCongestion> tiers_;
+  double cnps_ = 0;
+  std::map<network::QpId, double> cnps_by_qp_;
+  std::map<fabric::LinkId, Series> queue_series_;
+  std::map<network::QpId, Series> rate_series_;
+  // The latest depth of each class's queue, per link.
+  std::vector<std::array<double, network::kTrafficClasses>> depth_;
+};
+
+}  // namespace rocesim::metrics
