@@ -124,6 +124,38 @@ def collectives(report, runs, quick):
     report.append("")
 
 
+def fluid(report, runs, quick):
+    """The fluid network model (queues, PFC, ECN, DCQCN) against max-min on the same scenario:
+    wall time, peak memory, the ratio (issue 9 target: under 10x), and the simulated times."""
+    cases = [("ring_allreduce_1024", "1 GiB ring AllReduce, 1,024 GPUs", "allreduce"),
+             ("alltoall_128", "64 MiB NCCL AlltoAll, 128 GPUs", "alltoall")]
+    if quick:
+        cases = cases[:1]
+    report.append(f"## Fluid network model against max-min (release build, one thread, medians "
+                  f"of {runs} alternating runs)\n")
+    report.append("| scenario | max-min wall s | fluid wall s | ratio | fluid RSS MiB | "
+                  "simulated max-min / fluid |")
+    report.append("|---|---:|---:|---:|---:|---|")
+    for name, what, workload in cases:
+        path = os.path.join(ROOT, "bench", "scenarios", name + ".yaml")
+        walls = {"maxmin": [], "fluid": []}
+        rss, simulated = [], {}
+        for _ in range(runs):
+            for model in ("maxmin", "fluid"):
+                w, r, out = timed([CLI, "run", path, "--no-output", "--set",
+                                   f"network.model={model}"])
+                walls[model].append(w)
+                if model == "fluid":
+                    rss.append(r)
+                m = re.search(rf"^{workload}\s+\S+\s+\S+(?: \S+)?\s+(\S+ \S+)", out, re.M)
+                simulated[model] = m.group(1) if m else "?"
+        a, b = median(walls["maxmin"]), median(walls["fluid"])
+        report.append(f"| {what} (`bench/scenarios/{name}.yaml`) | {a:.2f} | {b:.2f} | "
+                      f"{b / a:.0f}x | {median(rss):.0f} | {simulated['maxmin']} / "
+                      f"{simulated['fluid']} |")
+    report.append("")
+
+
 def calibration(report, runs, quick):
     """rocesim calibrate fit on the H100 development data: the cost of the simulator in the loop,
     one thread against two in alternating runs (same result, see the tests)."""
@@ -223,6 +255,7 @@ def main():
     micro(report)
     scale(report, args.runs, args.quick)
     collectives(report, args.runs, args.quick)
+    fluid(report, args.runs, args.quick)
     calibration(report, args.runs, args.quick)
     peers(report, args.runs, args.quick)
     text = "\n".join(report)

@@ -358,5 +358,28 @@ workloads: [{type: ring_allreduce, bytes: 1MiB}]
   EXPECT_TRUE(test::contains(model.what(), "fluid")) << model.what();
 }
 
+TEST(FluidNetwork, StrictEcnThresholdsAtTheSpineSlowAnAllReduce) {
+  // Issue 9, in direction: on scenarios/fluid_ecn_thresholds.yaml (32 GPUs, ECMP collisions on
+  // spine-to-leaf links), strict spine thresholds (300 KB / 600 KB) make the ring AllReduce
+  // slower than relaxed ones (5 MB / 10 MB), with more ECN marks on the spine's egress.
+  auto run = [](const std::string& kmin, const std::string& kmax) {
+    scenario::Overrides o;
+    o.parameters.push_back(
+        {"network.ecn.spine.kmin", ConfigNode::scalar(kmin, SourceLocation{}, "kmin")});
+    o.parameters.push_back(
+        {"network.ecn.spine.kmax", ConfigNode::scalar(kmax, SourceLocation{}, "kmax")});
+    auto r = scenario::load_scenario(test::source_path("scenarios/fluid_ecn_thresholds.yaml"), o);
+    r->run();
+    const auto& tiers = r->recorder->congestion().tiers();
+    const auto spine = std::find_if(tiers.begin(), tiers.end(),
+                                    [](const auto& t) { return t.link_class == "spine->leaf"; });
+    return std::pair{r->recorder->workloads().at(0).end.in_seconds(), spine->ecn_marks};
+  };
+  const auto [strict, strict_marks] = run("300KB", "600KB");
+  const auto [relaxed, relaxed_marks] = run("5MB", "10MB");
+  EXPECT_GT(strict, 1.2 * relaxed);
+  EXPECT_GT(strict_marks, relaxed_marks);
+}
+
 }  // namespace
 }  // namespace rocesim::network
