@@ -145,6 +145,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
     fl.routes.push_back(id);
   }
   dirty_ = true;
+  added_ = true;
   return h;
 }
 
@@ -159,6 +160,11 @@ double FluidNetwork::queue(fabric::LinkId l) const {
 void FluidNetwork::rebuild() {
   for (const fabric::LinkId l : order_)
     links_[l].entries.clear();
+  for (const uint32_t r : retired_) {
+    routes_[r].hops.clear();
+    routes_.release(r);
+  }
+  retired_.clear();
   live_routes_.clear();
   for (uint32_t r = 0; r < routes_.capacity(); ++r) {
     if (routes_[r].live) live_routes_.push_back(r);
@@ -166,60 +172,61 @@ void FluidNetwork::rebuild() {
   // A paused link stays visited until it resumes, and a queue until it is seen empty, even when
   // no route crosses them any more.
   auto keep = [](const LinkState& s) { return s.paused || s.source_paused || s.queued; };
-  std::vector<fabric::LinkId> touched;
+  std::vector<fabric::LinkId>& touched = touched_;
+  touched.clear();
   for (const fabric::LinkId l : order_) {
     if (keep(links_[l])) touched.push_back(l);
   }
   for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
+    RouteState& rs = routes_[r];
     for (uint32_t k = 0; k < rs.hops.size(); ++k) {
       LinkState& s = links_[rs.hops[k].link];
       if (s.entries.empty() && !keep(s)) touched.push_back(rs.hops[k].link);
-      s.entries.push_back({r, k});
+      s.entries.push_back(
+          {&rs.hops[k], k == 0 ? &rs.x : &rs.hops[k - 1].d, r, rs.tc, k == rs.sched});
     }
   }
-  // Kahn's algorithm on "link a feeds link b" (consecutive hops of a route), smallest id first;
-  // links on a cycle (a routing loop) follow in id order and take their upstream arrivals from
-  // the previous computation.
-  std::sort(touched.begin(), touched.end());
-  std::vector<uint32_t>& indegree = scratch_;
-  indegree.assign(fabric_.link_count(), 0);
+  // Kahn's algorithm on "link a feeds link b" (consecutive hops of a route), in the order the
+  // links were met (kept links first, then routes in slot order: deterministic); links on a
+  // cycle (a routing loop) follow in that order and take their upstream arrivals from the
+  // previous computation. Work and scratch are proportional to the links in use, not to the
+  // fabric (scratch_ maps a link to its position in `touched`, kNoIndex elsewhere).
+  const auto n = static_cast<uint32_t>(touched.size());
+  if (scratch_.size() < fabric_.link_count()) scratch_.assign(fabric_.link_count(), kNoIndex);
+  for (uint32_t i = 0; i < n; ++i)
+    scratch_[touched[i]] = i;
+  indegree_.assign(n, 0);
+  succ_begin_.assign(n + 1, 0);
   for (const uint32_t r : live_routes_) {
     const RouteState& rs = routes_[r];
-    for (uint32_t k = 1; k < rs.hops.size(); ++k)
-      ++indegree[rs.hops[k].link];
+    for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k) {
+      ++succ_begin_[scratch_[rs.hops[k].link] + 1];
+      ++indegree_[scratch_[rs.hops[k + 1].link]];
+    }
   }
-  // Successors in CSR form.
-  std::vector<uint32_t> begin(fabric_.link_count() + 1, 0);
+  std::partial_sum(succ_begin_.begin(), succ_begin_.end(), succ_begin_.begin());
+  succ_.resize(succ_begin_.back());
+  fill_.assign(succ_begin_.begin(), succ_begin_.end() - 1);
   for (const uint32_t r : live_routes_) {
     const RouteState& rs = routes_[r];
     for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k)
-      ++begin[rs.hops[k].link + 1];
-  }
-  std::partial_sum(begin.begin(), begin.end(), begin.begin());
-  std::vector<fabric::LinkId> next(begin.back());
-  std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
-  for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k)
-      next[fill[rs.hops[k].link]++] = rs.hops[k + 1].link;
+      succ_[fill_[scratch_[rs.hops[k].link]]++] = scratch_[rs.hops[k + 1].link];
   }
   order_.clear();
-  std::vector<fabric::LinkId> ready;
-  for (const fabric::LinkId l : touched) {
-    if (indegree[l] == 0) ready.push_back(l);
+  ready_.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    if (indegree_[i] == 0) ready_.push_back(i);
   }
-  std::vector<char> placed(fabric_.link_count(), 0);
-  for (size_t i = 0; i < ready.size(); ++i) {
-    const fabric::LinkId l = ready[i];
-    order_.push_back(l);
-    placed[l] = 1;
-    for (uint32_t j = begin[l]; j < begin[l + 1]; ++j) {
-      if (--indegree[next[j]] == 0) ready.push_back(next[j]);
+  for (size_t i = 0; i < ready_.size(); ++i) {
+    const uint32_t x = ready_[i];
+    order_.push_back(touched[x]);
+    for (uint32_t j = succ_begin_[x]; j < succ_begin_[x + 1]; ++j) {
+      if (--indegree_[succ_[j]] == 0) ready_.push_back(succ_[j]);
     }
   }
-  for (const fabric::LinkId l : touched) {
-    if (!placed[l]) order_.push_back(l);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (indegree_[i] > 0) order_.push_back(touched[i]);  // on a cycle
+    scratch_[touched[i]] = kNoIndex;
   }
   dirty_ = false;
 }
@@ -419,7 +426,7 @@ void FluidNetwork::compute_rates(double now) {
   for (const fabric::LinkId l : order_) {
     senders.clear();
     for (const Entry& e : links_[l].entries) {
-      if (e.hop == routes_[e.route].sched && routes_[e.route].demand > 0)
+      if (e.sched && routes_[e.route].demand > 0)
         senders.emplace_back(routes_[e.route].demand, e.route);
     }
     if (senders.empty()) continue;
@@ -451,10 +458,9 @@ void FluidNetwork::compute_rates(double now) {
     LinkState& s = links_[l];
     std::array<double, kTrafficClasses> need{};
     for (const Entry& e : s.entries) {
-      RouteState& rs = routes_[e.route];
-      Hop& hop = rs.hops[e.hop];
-      hop.a = e.hop == 0 ? rs.x : rs.hops[e.hop - 1].d;
-      need[static_cast<size_t>(rs.tc)] += hop.w * (hop.b / dt + hop.a);
+      Hop& hop = *e.hop;
+      hop.a = *e.in;
+      need[static_cast<size_t>(e.tc)] += hop.w * (hop.b / dt + hop.a);
     }
     std::array<double, kTrafficClasses> serve{};
     double left = s.cap;
@@ -476,19 +482,29 @@ void FluidNetwork::compute_rates(double now) {
       serve[1] = left * w_ly / (w_ll + w_ly);
     }
     s.served = serve;
-    std::array<double, kTrafficClasses> frac{};
+    std::array<double, kTrafficClasses>& frac = s.frac;
     for (size_t c = 0; c < kTrafficClasses; ++c) {
       frac[c] = need[c] > 0 ? std::min(1.0, serve[c] / need[c]) : 1.0;
       if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
     }
     for (const Entry& e : s.entries) {
-      RouteState& rs = routes_[e.route];
-      Hop& hop = rs.hops[e.hop];
-      hop.d = frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + hop.a);
+      Hop& hop = *e.hop;
+      hop.d = frac[static_cast<size_t>(e.tc)] * (hop.b / dt + hop.a);
     }
   }
-  // Next event: the earliest end of a sender or of a last byte's way through the queues at
-  // these rates, or the next step while anything is in motion.
+  for (const uint32_t r : live_routes_) {
+    const RouteState& rs = routes_[r];
+    moving = moving || (rs.live && !rs.sending && rs.tracer < rs.hops.size());  // still draining
+  }
+  moving_ = moving;
+  grid_ = Time::seconds(grid);
+  plan(now);
+  if (moving_ && config_.pfc) detect_deadlock();
+}
+
+void FluidNetwork::plan(double now) {
+  // The earliest end of a sender or of a last byte's way through the queues at these rates,
+  // or the next step while anything is in motion.
   Time next = Time::infinity();
   for (uint32_t h = 0; h < flows_.capacity(); ++h) {
     const FlowState& fl = flows_[h];
@@ -497,8 +513,7 @@ void FluidNetwork::compute_rates(double now) {
   }
   for (const uint32_t r : live_routes_) {
     const RouteState& rs = routes_[r];
-    if (rs.sending || rs.tracer >= rs.hops.size()) continue;
-    moving = true;  // a sent route's bytes still drain
+    if (!rs.live || rs.sending || rs.tracer >= rs.hops.size()) continue;
     double wait = 0;
     for (uint32_t k = rs.tracer; k < rs.hops.size() && std::isfinite(wait); ++k) {
       const LinkState& s = links_[rs.hops[k].link];
@@ -508,16 +523,36 @@ void FluidNetwork::compute_rates(double now) {
     }
     if (std::isfinite(wait)) next = std::min(next, Time::seconds(now) + transfer_time(wait, 1.0));
   }
-  moving_ = moving;
-  if (moving_)
-    next = std::min(next, std::max(Time::seconds(grid), Time::seconds(now) + Time::ps(1)));
+  if (moving_) next = std::min(next, std::max(grid_, Time::seconds(now) + Time::ps(1)));
   next_event_ = next;
-  if (moving_ && config_.pfc) detect_deadlock();
 }
 
 void FluidNetwork::commit(Time now) {
   now_ = now.in_seconds();
+  if (!moving_ && !added_ && ended_.empty() && !dirty_) {
+    plan(now_);  // nothing changed: the same rates, from now
+    return;
+  }
+  if (moving_ && !added_ && now < grid_) {
+    // Between two steps, only senders that finished: their routes stop injecting now and the
+    // rest keeps the rates of the step (the capacity they free is shared at the next step).
+    const double dt = (grid_ - now).in_seconds();
+    for (const uint32_t r : ended_) {
+      RouteState& rs = routes_[r];
+      if (!rs.live) continue;
+      for (uint32_t k = 0; k < rs.hops.size(); ++k) {
+        Hop& hop = rs.hops[k];
+        hop.a = k == 0 ? 0 : rs.hops[k - 1].d;
+        hop.d = links_[hop.link].frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + hop.a);
+      }
+    }
+    ended_.clear();
+    plan(now_);
+    return;
+  }
   compute_rates(now_);
+  added_ = false;
+  ended_.clear();
   ++steps_;
 }
 
@@ -614,6 +649,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     fl.in_flight = 0;
     for (const uint32_t r : fl.routes) {
       RouteState& rs = routes_[r];
+      ended_.push_back(r);
       rs.sending = false;
       rs.x = 0;
       rs.tracer = 0;
@@ -628,10 +664,12 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     if (!fl.live || fl.sending || fl.in_flight > 0) continue;
     finished.push_back({h, Time::seconds(to - fl.sent_at)});
     for (const uint32_t r : fl.routes) {
+      // Retired: its hops stay where the link entries point until the next rebuild.
       RouteState& rs = routes_[r];
       rs.live = false;
-      rs.hops.clear();
-      routes_.release(r);
+      for (Hop& hop : rs.hops)
+        hop.a = hop.b = hop.d = 0;
+      retired_.push_back(r);
     }
     fl.live = false;
     flows_.release(h);

@@ -172,15 +172,23 @@ class FluidNetwork final : public NetworkModel {
     bool met = false;    // has met congestion (a CNP) at least once
     bool seen = false;
   };
-  struct Entry {  // a route's hop on a link
+  // A route's hop on a link, with what the hot loops need at hand: the hop itself and where
+  // its arrivals come from (the previous hop's departures, or the sender's rate). Pointers
+  // into routes' hop vectors and the route pool: valid until the next start(), and rebuilt
+  // before any use after one.
+  struct Entry {
+    Hop* hop;
+    const double* in;
     uint32_t route;
-    uint32_t hop;
+    TrafficClass tc;
+    bool sched;  // the hop where the route's sender is scheduled
   };
   struct LinkState {
     double cap = 0;
     std::vector<Entry> entries;  // rebuilt when routes come and go
     std::array<double, kTrafficClasses> queue{};
     std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
+    std::array<double, kTrafficClasses> frac{};    // share of what each class asked for
     double ingress = 0;  // lossless bytes held by the receiver that came over this link
     double source = 0;   // lossless bytes of routes starting here, at their sender
     double p = 0;        // marking probability of the egress queue
@@ -199,6 +207,8 @@ class FluidNetwork final : public NetworkModel {
   void update_pauses(double now);
   void update_qp(QpState& q, double dt) const;
   void detect_deadlock() const;
+  /// next_event_ from the current rates (senders' ends, last bytes, the next step).
+  void plan(double now);
   /// Moves a sent route's last byte through the queues for `budget` seconds at the current
   /// service rates; true when it has left the last one.
   bool trace(RouteState& rs, double& budget);
@@ -215,9 +225,17 @@ class FluidNetwork final : public NetworkModel {
   std::vector<QpState> qps_;
   std::vector<uint32_t> live_routes_;  // in slot order after rebuild()
   std::vector<fabric::LinkId> order_;  // links with entries, upstream before downstream
+  // rebuild()'s scratch, kept between calls.
+  static constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
   std::vector<uint32_t> scratch_;
+  std::vector<fabric::LinkId> touched_;
+  std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_;
   std::vector<std::pair<double, uint32_t>> senders_;
-  bool dirty_ = false;
+  bool dirty_ = false;             // routes came or went: rebuild before computing
+  bool added_ = false;             // flows started since the last computation
+  std::vector<uint32_t> ended_;    // routes whose sender finished since the last computation
+  std::vector<uint32_t> retired_;  // routes done, released at the next rebuild
+  Time grid_{};                    // the step after the last computation
   size_t active_flows_ = 0;
   double now_ = 0;       // s, time of the last advance or commit
   double interval_ = 0;  // s, the interval the current rates were planned for
