@@ -196,8 +196,9 @@ ConfigNode load_preset(const ConfigNode& value, const std::string& kind,
       for (const std::string& n : names)
         known += (known.empty() ? "" : ", ") + n;
     }
+    const char* what = kind == "servers" ? "server" : kind == "nics" ? "NIC" : "switch";
     throw InputError(value.where(), value.path(),
-                     fmt::format("a {} preset ({})", kind == "servers" ? "server" : "NIC",
+                     fmt::format("a {} preset ({})", what,
                                  known.empty() ? "none found in " + dir.string() : known),
                      fmt::format("'{}' ({} does not exist)", name, p.string()));
   }
@@ -206,9 +207,9 @@ ConfigNode load_preset(const ConfigNode& value, const std::string& kind,
     throw InputError(preset.where(), node_path, "a mapping of node keys", preset.describe());
   }
   // A server preset may name its NIC; nothing else nests.
-  for (const char* key : {"server", "nic"}) {
+  for (const char* key : {"server", "nic", "switch"}) {
     const ConfigNode* nested = preset.find(key);
-    if (nested != nullptr && (kind == "nics" || std::string_view(key) == "server")) {
+    if (nested != nullptr && (kind != "servers" || std::string_view(key) != "nic")) {
       throw InputError(nested->where(), nested->path(), "node keys, not another preset",
                        nested->describe());
     }
@@ -218,7 +219,29 @@ ConfigNode load_preset(const ConfigNode& value, const std::string& kind,
 
 /// The topology with its `node` section's presets applied: the NIC preset's keys, then the
 /// server preset's, then the keys written in the section, each later one winning.
-ConfigNode apply_hardware_presets(const ConfigNode& topology, const std::string& base_dir) {
+/// A switch section (`leaf`, `spine`, ...) with its `switch` preset's keys under the keys
+/// written in it.
+ConfigNode apply_switch_preset(const ConfigNode& section, const std::string& base_dir) {
+  const ConfigNode* name = section.is_map() ? section.find("switch") : nullptr;
+  if (name == nullptr) return section;
+  const ConfigNode preset = load_preset(*name, "switches", base_dir, section.path());
+  ConfigNode merged = ConfigNode::map(section.where(), section.path());
+  for (const ConfigNode::Entry& e : preset.entries())
+    merged.set(e.key, e.key_where, e.value);
+  for (const ConfigNode::Entry& e : section.entries())
+    merged.set(e.key, e.key_where, e.value);
+  return merged;
+}
+
+ConfigNode apply_hardware_presets(const ConfigNode& topology_in, const std::string& base_dir) {
+  ConfigNode topology = topology_in;
+  if (topology.is_map()) {
+    for (const char* key : {"leaf", "spine", "aggregation"}) {
+      if (const ConfigNode* s = topology.find(key)) {
+        topology.set(key, topology.key_where(key), apply_switch_preset(*s, base_dir));
+      }
+    }
+  }
   const ConfigNode* node = topology.is_map() ? topology.find("node") : nullptr;
   if (node == nullptr || !node->is_map()) return topology;
   const ConfigNode* server = node->find("server");
@@ -254,7 +277,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   {
     const ParamReader r0(root, kScenarioTable);
     written.set("topology", root.key_where("topology"),
-                apply_hardware_presets(resolve_topology(r0.node("topology"), base_dir), base_dir));
+                resolve_topology(r0.node("topology"), base_dir));
     if (r0.has("calibration")) {
       const ConfigNode& c = r0.node("calibration");
       std::vector<const ConfigNode*> files;
@@ -278,6 +301,10 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
       run->calibration.push_back(po);
     for (const ParamOverride& po : run->calibration)
       written = apply_override(written, po);
+    // Presets after the overrides, so that an override may name another preset; keys written
+    // (or overridden) in a section still win over its preset's.
+    written.set("topology", written.key_where("topology"),
+                apply_hardware_presets(*written.find("topology"), base_dir));
     if (r0.has("calibration")) {
       // The values are in the tree now; the effective scenario must not apply them again from
       // files that may not be there when it is re-run.

@@ -37,6 +37,8 @@ constexpr Param kLeafParams[] = {
      .fallback = "64MB",
      .help = "shared packet buffer per switch",
      .check = Check::NonNegative},
+    kSwitchPresetParam,
+    kSwitchCapacityParam,
 };
 
 constexpr Param kSpineParams[] = {
@@ -54,6 +56,8 @@ constexpr Param kSpineParams[] = {
      .fallback = "8GB",
      .help = "packet buffer per switch",
      .check = Check::NonNegative},
+    kSwitchPresetParam,
+    kSwitchCapacityParam,
 };
 
 constexpr Param kAggregationParams[] = {
@@ -81,6 +85,8 @@ constexpr Param kAggregationParams[] = {
      .fallback = "8GB",
      .help = "packet buffer per switch",
      .check = Check::NonNegative},
+    kSwitchPresetParam,
+    kSwitchCapacityParam,
 };
 
 constexpr Param kClosParams[] = {
@@ -251,7 +257,10 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
                     agg_speed);
       }
     }
+    check_switch_capacity(f, SwitchRole::Aggregation, agg_sw, agg);
   }
+  check_switch_capacity(f, SwitchRole::Leaf, leaf_sw, leaf);
+  check_switch_capacity(f, SwitchRole::Spine, spine_sw, spine);
 
   f.set_description(fmt::format(
       "clos: {} zone{} x {} racks x {} servers x {} GPUs; {} uplinks per leaf over {} spines{}",

@@ -5,6 +5,7 @@
 #include <bit>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rocesim::topology {
 namespace {
@@ -248,7 +249,29 @@ ServerSpec read_server(const ParamReader& r) {
 }
 
 SwitchSpec read_switch(const ParamReader& r) {
-  return {r.time("latency"), r.bytes("buffer")};
+  return {r.time("latency"), r.bytes("buffer"),
+          r.has("capacity") ? r.bandwidth("capacity") : Bandwidth{}};
+}
+
+void check_switch_capacity(const fabric::Fabric& f, fabric::SwitchRole role, const SwitchSpec& spec,
+                           const ParamReader& section) {
+  if (spec.capacity.bits_per_second() <= 0) return;
+  std::vector<int64_t> port_rate(f.node_count(), 0);  // per node, over its outgoing links
+  for (const fabric::Link& l : f.links())
+    port_rate[l.src] += l.line_rate.bits_per_second();
+  for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
+    const fabric::Node& node = f.node(n);
+    if (node.kind != fabric::NodeKind::Switch || node.role != role) continue;
+    const int64_t ports = port_rate[n];
+    if (ports > spec.capacity.bits_per_second()) {
+      section.fail(
+          "capacity",
+          fmt::format("ports within the switch's capacity of {}",
+                      format_bandwidth_gbps(static_cast<double>(spec.capacity.bits_per_second()))),
+          fmt::format("{} with ports of {} in total", node.name,
+                      format_bandwidth_gbps(static_cast<double>(ports))));
+    }
+  }
 }
 
 uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone) {

@@ -74,12 +74,34 @@ inline size_t server_links(const ServerSpec& s) {
   return 2 * size_t{s.gpus} + scale_up;
 }
 
-/// Per-role switch settings shared by builders: forwarding latency and buffer.
+/// Per-role switch settings shared by builders: forwarding latency, buffer, and the ASIC's
+/// switching capacity when known (the sum of its port rates may not exceed it).
 struct SwitchSpec {
   Time latency{};
   Bytes buffer{};
+  Bandwidth capacity{};  // zero: unchecked
 };
-/// Reads the `latency` and `buffer` keys of a switch section.
+/// Keys every switch section has besides its own: a hardware preset and the capacity check.
+inline constexpr Param kSwitchPresetParam{
+    .key = "switch",
+    .type = ParamType::String,
+    .help =
+        "hardware preset of the switch ASIC (topologies/hardware/switches/NAME.yaml, or a "
+        "path): its latency, buffer and capacity; keys written here win",
+    .optional = true};
+inline constexpr Param kSwitchCapacityParam{
+    .key = "capacity",
+    .type = ParamType::Bandwidth,
+    .help =
+        "switching capacity of the ASIC per direction; the sum of the rates of the "
+        "switch's ports may not exceed it",
+    .check = Check::Positive,
+    .optional = true};
+/// Reads the `latency`, `buffer` and `capacity` keys of a switch section.
 SwitchSpec read_switch(const ParamReader& section);
+/// Fails at `section`'s capacity key if a switch of `role` has more port capacity (sum of the
+/// line rates of its outgoing links) than `spec.capacity`.
+void check_switch_capacity(const fabric::Fabric& f, fabric::SwitchRole role, const SwitchSpec& spec,
+                           const ParamReader& section);
 
 }  // namespace rocesim::topology

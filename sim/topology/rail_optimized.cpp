@@ -29,6 +29,8 @@ constexpr Param kRailLeafParams[] = {
      .fallback = "64MB",
      .help = "shared packet buffer per switch",
      .check = Check::NonNegative},
+    kSwitchPresetParam,
+    kSwitchCapacityParam,
 };
 
 constexpr Param kRailSpineParams[] = {
@@ -46,6 +48,8 @@ constexpr Param kRailSpineParams[] = {
      .fallback = "64MB",
      .help = "shared packet buffer per switch",
      .check = Check::NonNegative},
+    kSwitchPresetParam,
+    kSwitchCapacityParam,
 };
 
 constexpr Param kRailParams[] = {
@@ -156,6 +160,8 @@ void build_rail_optimized(const ParamReader& r, fabric::Fabric& f) {
       }
     }
   }
+  check_switch_capacity(f, fabric::SwitchRole::Rail, leaf_sw, leaf);
+  check_switch_capacity(f, fabric::SwitchRole::Spine, spine_sw, spine);
   f.set_description(fmt::format(
       "rail_optimized: {} servers x {} GPUs, {} rails x {} leaves, {} uplinks per leaf over {} "
       "spines",

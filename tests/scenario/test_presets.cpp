@@ -97,5 +97,69 @@ TEST(HardwarePresets, BadPresetsAreLocatedErrors) {
   EXPECT_THAT(nested.where().to_string(), HasSubstr("nested.yaml:1:"));
 }
 
+std::string scenario_with_switches(const std::string& leaf, const std::string& spine,
+                                   int uplinks = 8) {
+  return "name: switches\ntopology: {type: clos, racks: 2, nodes_per_rack: 2, node: {gpus: 8}, "
+         "leaf: {uplinks: " +
+         std::to_string(uplinks) + ", " + leaf + "}, spine: {count: 2, " + spine +
+         "}}\nworkloads: [{type: permutation, bytes: 1MiB}]\n";
+}
+
+const fabric::Node& first(const fabric::Fabric& f, fabric::SwitchRole role) {
+  for (const fabric::Node& n : f.nodes()) {
+    if (n.role == role) return n;
+  }
+  ADD_FAILURE() << "no switch of that role";
+  return f.node(0);
+}
+
+TEST(HardwarePresets, SwitchPresetsGiveTheirSourcedFiguresAndWrittenKeysWin) {
+  // spectrum4: 128 MB of buffer (the leaf's default latency, 500 ns, stays); quantum2: 330 ns
+  // (the spine's default 8 GB buffer stays). A written key wins over the preset.
+  const auto a =
+      scenario_from_yaml(scenario_with_switches("switch: spectrum4", "switch: quantum2"));
+  EXPECT_EQ(first(a->fabric, fabric::SwitchRole::Leaf).buffer.shared.count(), 128'000'000);
+  EXPECT_EQ(first(a->fabric, fabric::SwitchRole::Leaf).forwarding_latency, Time::ns(500));
+  EXPECT_EQ(first(a->fabric, fabric::SwitchRole::Spine).forwarding_latency, Time::ns(330));
+  EXPECT_EQ(first(a->fabric, fabric::SwitchRole::Spine).buffer.shared.count(), 8'000'000'000);
+  const auto b = scenario_from_yaml(
+      scenario_with_switches("switch: spectrum4, buffer: 32MB", "switch: jericho3-ai"));
+  EXPECT_EQ(first(b->fabric, fabric::SwitchRole::Leaf).buffer.shared.count(), 32'000'000);
+  // An override may name another preset: presets apply after --set.
+  scenario::Overrides o;
+  o.parameters.push_back(
+      {"topology.spine.switch", ConfigNode::scalar("quantum2", SourceLocation{}, "switch")});
+  const auto c = scenario::load_scenario_text(
+      scenario_with_switches("switch: tomahawk5", "switch: jericho3-ai"), "c", ".", o);
+  EXPECT_EQ(first(c->fabric, fabric::SwitchRole::Spine).forwarding_latency, Time::ns(330));
+}
+
+TEST(HardwarePresets, EverySwitchPresetBuildsAndChecksItsCapacity) {
+  // Each switch preset on the leaves and spines of a small Clos builds (16 x 400G NICs and
+  // 8 x 400G uplinks per leaf: 9.6 Tb/s, within every preset's capacity). With 64 uplinks a
+  // leaf has 16 x 400G + 64 x 400G = 32 Tb/s of ports: more than a Quantum-2's 25.6 Tb/s, an
+  // error located in the preset file at its capacity.
+  int count = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(source_path("topologies/hardware/switches"))) {
+    if (e.path().extension() != ".yaml") continue;
+    const std::string name = e.path().stem().string();
+    const auto run =
+        scenario_from_yaml(scenario_with_switches("switch: " + name, "switch: " + name));
+    EXPECT_GT(run->fabric.link_count(), 0u) << name;
+    ++count;
+  }
+  EXPECT_GE(count, 4);
+  const auto err =
+      input_error([] { scenario_from_yaml(scenario_with_switches("switch: quantum2", "", 64)); });
+  EXPECT_EQ(err.key(), "topology.leaf.capacity");
+  EXPECT_THAT(err.where().to_string(), HasSubstr("quantum2.yaml"));
+  EXPECT_THAT(err.what(), HasSubstr("leaf0"));
+  const auto unknown =
+      input_error([] { scenario_from_yaml(scenario_with_switches("switch: tomahawk9", "")); });
+  EXPECT_THAT(unknown.what(), HasSubstr("a switch preset"));
+  EXPECT_THAT(unknown.what(), HasSubstr("spectrum4"));
+}
+
 }  // namespace
 }  // namespace rocesim::test
