@@ -107,13 +107,15 @@ routing::PathId Simulation::path_of(QpIndex qp) {
   return info.path;
 }
 
-void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap) {
+void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap,
+                            double window) {
   const routing::PathId path = path_of(qp);
   const network::Route route{paths_.links(path), 1.0, qp};
   network::FlowSpec spec;
   spec.routes = std::span<const network::Route>(&route, 1);
   spec.bytes = static_cast<double>(bytes);
   spec.rate_cap = rate_cap;
+  spec.window = window;
   spec.traffic_class = connections_[qps_[qp].connection].traffic_class;
   start_running(transfer, qp, path, 1, spec);
 }
@@ -140,7 +142,7 @@ void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId pa
 }
 
 void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes,
-                          double rate_cap, uint64_t tag, bool reduce_in_switches) {
+                          double rate_cap, uint64_t tag, bool reduce_in_switches, double window) {
   ROCESIM_CHECK(!legs.empty() && bytes.count() > 0, "a pipeline moves bytes over >= 1 leg");
   // Route every QP first: routing one may grow the path table and move the others' links.
   for (const PipelineLeg& leg : legs) {
@@ -160,6 +162,7 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   spec.routes = pipe_routes_;
   spec.bytes = static_cast<double>(bytes.count());
   spec.rate_cap = rate_cap;
+  spec.window = window;  // per unit of share: a leg's window spread over its QPs
   spec.traffic_class = connections_[legs.front().connection].traffic_class;
   spec.reduce_in_switches = reduce_in_switches;
   // The union of the legs, as results count the bytes on each link; the workload accounts for
@@ -176,8 +179,8 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
                 static_cast<uint32_t>(legs.size()), spec);
 }
 
-void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag,
-                          double rate_cap) {
+void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag, double rate_cap,
+                          double window) {
   ROCESIM_CHECK(bytes.count() > 0, "a transfer moves at least one byte");
   Connection& conn = connections_.at(c);
   const uint32_t slot = transfers_.acquire();
@@ -185,7 +188,7 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
   const int64_t total = bytes.count();
   if (conn.qps == 1) {
     transfers_[slot] = Transfer{w, tag, 1};
-    start_flow(slot, conn.first_qp, total, rate_cap);
+    start_flow(slot, conn.first_qp, total, rate_cap, window);
     return;
   }
   qp_bytes_.assign(conn.qps, 0);
@@ -215,7 +218,7 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
     used += b > 0 ? 1 : 0;
   transfers_[slot] = Transfer{w, tag, used};
   for (uint32_t q = 0; q < conn.qps; ++q) {
-    if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q], rate_cap);
+    if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q], rate_cap, window);
   }
 }
 

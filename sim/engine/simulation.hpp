@@ -150,9 +150,10 @@ class Simulation {
   ConnectionId connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu, const ConnectionSpec& spec,
                        std::span<const fabric::NodeId> via = {});
   /// Posts `bytes` on a connection; each of its flows is capped at `rate_cap` bytes/s (e.g. a
-  /// credit window over a round trip).
+  /// credit window over a round trip) and may have at most `window` bytes in flight at once
+  /// (receiver-driven admission; 0: none).
   void transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag,
-                double rate_cap = network::kNoRateCap);
+                double rate_cap = network::kNoRateCap, double window = 0);
   /// First-byte latency of a connection's path (of its first QP; routes it if need be).
   Time connection_latency(ConnectionId c);
   /// Moves `bytes` over every leg at once, in lockstep, as one fluid flow across the union of
@@ -163,8 +164,10 @@ class Simulation {
   /// latency itself. `via` of the legs' connections is honoured.
   /// With `reduce_in_switches` (in-network reduction, CollNet/SHARP) a link between two fabric
   /// switches carries one reduced stream however many legs cross it.
+  /// `window` (0: none) bounds the bytes in flight on each leg (one credit window per
+  /// connection, spread over its QPs).
   void pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes, double rate_cap,
-                uint64_t tag, bool reduce_in_switches = false);
+                uint64_t tag, bool reduce_in_switches = false, double window = 0);
   void timer(WorkloadId w, Time at, uint64_t tag);
   void finish(WorkloadId w);
 
@@ -214,7 +217,7 @@ class Simulation {
   };
 
   routing::PathId path_of(QpIndex qp);
-  void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap);
+  void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap, double window);
   void start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
                      const network::FlowSpec& spec);
   void start_workload(WorkloadId w);

@@ -109,6 +109,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
     rs.qp = r.qp;
     rs.share = r.share;
     rs.tc = spec.traffic_class;
+    rs.window = spec.window * r.share;
     rs.live = true;
     rs.line = links_[r.hops.front()].cap;
     for (const fabric::LinkId l : r.hops) {
@@ -419,6 +420,14 @@ void FluidNetwork::compute_rates(double now) {
       const QpState& q = qps_[rs.qp];
       want = q.rc / q.users;
       moving = moving || q.rc < q.line || q.rt < q.line;
+    }
+    if (rs.window > 0) {
+      // Receiver-driven admission: with its window in flight, a sender sends as the receiver
+      // returns credits, i.e. as the last hop delivers.
+      double in_flight = 0;
+      for (const Hop& hop : rs.hops)
+        in_flight += hop.b;
+      if (in_flight >= rs.window) want = std::min(want, rs.hops.back().d);
     }
     rs.demand = want;
   }

@@ -141,6 +141,7 @@ class FluidNetwork final : public NetworkModel {
     bool cc = false;     // crosses a NIC onto the fabric: DCQCN applies
     uint32_t sched = 0;  // the hop whose link the sender's scheduler shares (the NIC's port)
     double line = 0;     // the QP's line rate (bytes/s): NIC uplink, or the first hop
+    double window = 0;   // bytes that may be queued on the way at once; 0: no limit
     double demand = 0;   // what the sender asks for in this interval
     double x = 0;        // injection rate (bytes/s)
     double p = 0;        // marking probability seen by the route

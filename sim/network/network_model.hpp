@@ -52,6 +52,11 @@ struct FlowSpec {
   /// Bound on the flow's rate (bytes of the flow per second), e.g. a credit window over a round
   /// trip; kNoRateCap when absent.
   double rate_cap = kNoRateCap;
+  /// Receiver-driven admission (NCCL's credits): at most window x share bytes of a route in
+  /// flight at once, the receiver returning credits as it drains them; 0: no window. A model
+  /// without queues has nothing in flight to count and may ignore it (rate_cap carries the
+  /// window over the round trip).
+  double window = 0;
   TrafficClass traffic_class = TrafficClass::Lossless;
   /// In-network reduction (CollNet/SHARP): a link between two fabric switches carries one
   /// reduced stream however many routes cross it.

@@ -199,6 +199,93 @@ spine: {count: 1}
   EXPECT_LE(seen.rate_series().at(0).samples().size(), 512u) << "series stay bounded";
 }
 
+TEST(FluidNetwork, ReceiverDrivenAdmissionKeepsAnIncastOutOfPfc) {
+  // 16 senders -> 1 receiver on one leaf (64 MB buffer), PFC alone. Streaming senders fill the
+  // leaf up to the dynamic-threshold fixed point 16 alpha B / (1 + 16 alpha) = 42.7 MB and
+  // pause every sender NIC. The same bytes with NCCL's admission (a window of 1 MiB in flight
+  // per connection, credits returned as the receiver drains) hold about 16 MiB at the leaf,
+  // under XOFF = alpha (B - Q) >= 6 MB per ingress port: no pause at all; the receiver's link
+  // stays busy, so both take 16 S / C within 1 %.
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 1
+nodes_per_rack: 17
+node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
+leaf: {uplinks: 1, buffer: 64MB}
+spine: {count: 1}
+)");
+  const double s = 8.0 * (1 << 20);
+  for (const double window : {0.0, double(1 << 20)}) {
+    FluidNetwork net(f, pfc_only());
+    metrics::CongestionRecorder seen(f);
+    net.add_observer(&seen);
+    for (uint32_t i = 0; i < 16; ++i) {
+      const std::vector<fabric::LinkId> links = walk(f, i, {"leaf0"}, 16);
+      const Route route{links, 1.0, i};
+      FlowSpec spec;
+      spec.routes = std::span<const Route>(&route, 1);
+      spec.bytes = s;
+      spec.window = window;
+      net.start(spec, Time::zero());
+    }
+    const auto ends = run(net);
+    Time last{};
+    for (const auto& [flow, t] : ends)
+      last = std::max(last, t);
+    seen.finalize(last);
+    uint64_t nic_pauses = 0;
+    for (uint32_t i = 0; i < 16; ++i)
+      nic_pauses += seen.links()[link(f, f.nic_of_gpu(f.gpu(i)), f.find("leaf0"))].pauses;
+    const fabric::LinkId down = link(f, f.find("leaf0"), f.nic_of_gpu(f.gpu(16)));
+    if (window == 0) {
+      EXPECT_GE(nic_pauses, 16u) << "streaming: every sender NIC is paused";
+      EXPECT_GT(seen.links()[down].max_queue, 0.95 * 16 * 0.125 * 64e6 / 3);
+    } else {
+      EXPECT_EQ(nic_pauses, 0u) << "admission: no pause";
+      // The window is checked at each computation: up to one step of sending (C x 1 us per
+      // sender) past it.
+      EXPECT_LE(seen.links()[down].max_queue, 16.0 * (1 << 20) + 16 * kRate * 1e-6);
+    }
+    EXPECT_NEAR(last.in_seconds(), 16 * s / kRate, 0.01 * 16 * s / kRate) << window;
+  }
+}
+
+TEST(FluidNetwork, ASlowReceiverKeepsThePausesAtItsOwnLeaf) {
+  // Issue 9, in direction: 4 senders -> 1 receiver whose PCIe takes a quarter of its NIC's
+  // 400G (every server has 100 Gb/s PCIe, so each sender is limited to it as well: 4 x 100G
+  // into 100G). The receiver's NIC fills its buffer and pauses the leaf's port to it; the
+  // leaf's queue for that port marks ECN, DCQCN slows the senders, and no pause goes further:
+  // none on any sender NIC's link. (The senders' own send queues fill as their PCIe is slower
+  // than their NIC's rate: that is the sender waiting on its host, not PFC.)
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 1
+nodes_per_rack: 5
+node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 100Gbps}
+leaf: {uplinks: 1, buffer: 64MB}
+spine: {count: 1}
+)");
+  FluidNetwork net(f, FluidConfig{});
+  metrics::CongestionRecorder seen(f);
+  net.add_observer(&seen);
+  for (uint32_t i = 0; i < 4; ++i)
+    start(net, walk(f, i, {"leaf0"}, 4), 32.0 * (1 << 20), i);
+  const auto ends = run(net);
+  ASSERT_EQ(ends.size(), 4u);
+  Time last{};
+  for (const auto& [flow, t] : ends)
+    last = std::max(last, t);
+  seen.finalize(last);
+  const fabric::NodeId leaf = f.find("leaf0");
+  EXPECT_GT(seen.links()[link(f, leaf, f.nic_of_gpu(f.gpu(4)))].pauses, 0u);
+  EXPECT_GT(seen.links()[link(f, leaf, f.nic_of_gpu(f.gpu(4)))].ecn_marks, 0.0);
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(seen.links()[link(f, f.nic_of_gpu(f.gpu(i)), leaf)].pauses, 0u) << "sender " << i;
+  }
+  // No faster than the receiver's PCIe allows: 4 S / (100 Gb/s).
+  EXPECT_GE(last.in_seconds(), (1 - 1e-9) * 4 * 32.0 * (1 << 20) / 12.5e9);
+}
+
 TEST(FluidNetwork, CongestionAtTheLastHopPausesBackToTheSenderAndBlocksAVictim) {
   // Rack 0: GPUs 0, 1; rack 1: GPUs 2, 3; an 800G uplink per leaf, so that only the last hop
   // is a bottleneck. Incast on leaf1 -> GPU 2 from GPU 3 (local) and GPU 0 (over the spine); a

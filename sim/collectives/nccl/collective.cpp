@@ -565,7 +565,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
                      protocol_cap() / protocol_traits(result_.protocol, config_.rccl).efficiency);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
-                   tag(kPipeline, ch), result_.algorithm == Algorithm::CollNet);
+                   tag(kPipeline, ch), result_.algorithm == Algorithm::CollNet, buffer);
       ++pending_;
     }
   }
@@ -584,7 +584,8 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       const double rtt =
           (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
       const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
-      sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp);
+      sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp,
+                   window / per_qp);
       ++pending_;
     }
   }
