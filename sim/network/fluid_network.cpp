@@ -507,30 +507,69 @@ void FluidNetwork::compute_rates(double now) {
   }
   moving_ = moving;
   grid_ = Time::seconds(grid);
-  plan(now);
+  plan(now, true);
   if (moving_ && config_.pfc) detect_deadlock();
 }
 
-void FluidNetwork::plan(double now) {
-  // The earliest end of a sender or of a last byte's way through the queues at these rates,
-  // or the next step while anything is in motion.
-  Time next = Time::infinity();
-  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
-    const FlowState& fl = flows_[h];
-    if (!fl.live || !fl.sending || fl.rate <= 0) continue;
-    next = std::min(next, Time::seconds(now) + transfer_time(fl.bytes - fl.sent, fl.rate));
+Time FluidNetwork::predict(const Due& d, double now) const {
+  if (!d.tracer) {
+    const FlowState& fl = flows_[d.id];
+    if (!fl.live || !fl.sending || fl.rate <= 0) return Time::infinity();
+    return Time::seconds(now) + transfer_time(fl.bytes - fl.sent, fl.rate);
   }
-  for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    if (!rs.live || rs.sending || rs.tracer >= rs.hops.size()) continue;
-    double wait = 0;
-    for (uint32_t k = rs.tracer; k < rs.hops.size() && std::isfinite(wait); ++k) {
-      const LinkState& s = links_[rs.hops[k].link];
-      const double served = s.served[static_cast<size_t>(rs.tc)];
-      const double ahead = k == rs.tracer ? rs.ahead : s.queue[static_cast<size_t>(rs.tc)];
-      if (ahead > kEmpty) wait = served > 0 ? wait + ahead / served : HUGE_VAL;
+  const RouteState& rs = routes_[d.id];
+  if (!rs.live || rs.sending || rs.tracer >= rs.hops.size()) return Time::infinity();
+  double wait = 0;
+  for (uint32_t k = rs.tracer; k < rs.hops.size(); ++k) {
+    const LinkState& s = links_[rs.hops[k].link];
+    const double served = s.served[static_cast<size_t>(rs.tc)];
+    const double ahead = k == rs.tracer ? rs.ahead : s.queue[static_cast<size_t>(rs.tc)];
+    if (ahead <= kEmpty) continue;
+    if (served <= 0) return Time::infinity();
+    wait += ahead / served;
+  }
+  return Time::seconds(now) + transfer_time(wait, 1.0);
+}
+
+void FluidNetwork::plan(double now, bool full) {
+  // The earliest end of a sender or of a last byte's way through the queues, or the next step
+  // while anything is in motion. Predictions hold while rates hold: they are made for every
+  // flow after a full computation, for the new last bytes after a partial one, and kept in a
+  // heap; an entry whose flow or last byte has gone is dropped when it comes to the top, and
+  // one that is due but not done (rounding) is predicted again.
+  const int64_t now_ps = Time::seconds(now).count_ps();
+  auto push = [&](uint32_t id, bool tracer) {
+    Due d{0, id, tracer};
+    const Time t = predict(d, now);
+    if (t.is_infinite()) return;
+    d.ps = std::max(t.count_ps(), now_ps + 1);  // what is due now was taken by advance()
+    due_.push(d);
+  };
+  if (full) {
+    due_ = {};
+    for (uint32_t h = 0; h < flows_.capacity(); ++h)
+      push(h, false);
+    for (const uint32_t r : live_routes_)
+      push(r, true);
+  } else {
+    for (const uint32_t r : ended_)
+      push(r, true);
+  }
+  Time next = Time::infinity();
+  while (!due_.empty()) {
+    const Due d = due_.top();
+    const Time t = predict(d, now);
+    if (t.is_infinite()) {
+      due_.pop();  // gone, or stuck behind a paused link: steps take it up
+      continue;
     }
-    if (std::isfinite(wait)) next = std::min(next, Time::seconds(now) + transfer_time(wait, 1.0));
+    if (d.ps <= now_ps) {
+      due_.pop();
+      push(d.id, d.tracer);
+      continue;
+    }
+    next = Time::ps(d.ps);
+    break;
   }
   if (moving_) next = std::min(next, std::max(grid_, Time::seconds(now) + Time::ps(1)));
   next_event_ = next;
@@ -539,7 +578,7 @@ void FluidNetwork::plan(double now) {
 void FluidNetwork::commit(Time now) {
   now_ = now.in_seconds();
   if (!moving_ && !added_ && ended_.empty() && !dirty_) {
-    plan(now_);  // nothing changed: the same rates, from now
+    plan(now_, false);  // nothing changed: the same rates, from now
     return;
   }
   if (moving_ && !added_ && now < grid_) {
@@ -555,8 +594,8 @@ void FluidNetwork::commit(Time now) {
         hop.d = links_[hop.link].frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + hop.a);
       }
     }
+    plan(now_, false);
     ended_.clear();
-    plan(now_);
     return;
   }
   compute_rates(now_);

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <queue>
 #include <stdexcept>
 #include <vector>
 
@@ -208,8 +209,22 @@ class FluidNetwork final : public NetworkModel {
   void update_pauses(double now);
   void update_qp(QpState& q, double dt) const;
   void detect_deadlock() const;
-  /// next_event_ from the current rates (senders' ends, last bytes, the next step).
-  void plan(double now);
+  /// A predicted event: a flow's sender ends (tracer false) or a route's last byte leaves its
+  /// last queue (tracer true), at ps.
+  struct Due {
+    int64_t ps;
+    uint32_t id;
+    bool tracer;
+    bool operator>(const Due& o) const {
+      return ps > o.ps || (ps == o.ps && (id > o.id || (id == o.id && tracer > o.tracer)));
+    }
+  };
+  /// When a Due happens at the current rates, from `now`; infinity if it cannot (gone, or
+  /// waiting on a link that serves nothing).
+  Time predict(const Due& d, double now) const;
+  /// next_event_ from the current rates (senders' ends, last bytes, the next step); `full`
+  /// after a computation of every rate, else only the last bytes of ended_ are new.
+  void plan(double now, bool full);
   /// Moves a sent route's last byte through the queues for `budget` seconds at the current
   /// service rates; true when it has left the last one.
   bool trace(RouteState& rs, double& budget);
@@ -237,6 +252,7 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> ended_;    // routes whose sender finished since the last computation
   std::vector<uint32_t> retired_;  // routes done, released at the next rebuild
   Time grid_{};                    // the step after the last computation
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
   size_t active_flows_ = 0;
   double now_ = 0;       // s, time of the last advance or commit
   double interval_ = 0;  // s, the interval the current rates were planned for
