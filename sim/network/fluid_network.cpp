@@ -667,7 +667,6 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
         const double cnps = -std::expm1(config_.dcqcn.cnp_interval * q.rc / config_.packet *
                                         std::log1p(-std::min(q.p, 1 - 1e-12))) *
                             (to - q.last) / config_.dcqcn.cnp_interval;
-        cnps_ += cnps;
         for (NetworkObserver* o : observers_)
           o->on_cnp(rs.qp, t, cnps);
       }

@@ -122,8 +122,6 @@ class FluidNetwork final : public NetworkModel {
   bool paused(fabric::LinkId l) const { return links_[l].paused; }
   /// DCQCN state of a QP (line rate when it never met congestion).
   double qp_rate(QpId q) const { return q < qps_.size() ? qps_[q].rc : 0; }
-  /// CNPs received by all QPs, summed.
-  double cnps() const { return cnps_; }
   uint64_t steps() const { return steps_; }
 
  private:
@@ -258,7 +256,6 @@ class FluidNetwork final : public NetworkModel {
   double interval_ = 0;  // s, the interval the current rates were planned for
   bool moving_ = false;  // queues, pauses or rate control in motion: step
   Time next_event_ = Time::infinity();
-  double cnps_ = 0;
   uint64_t steps_ = 0;
 };
 

@@ -2,6 +2,8 @@
 // the dynamics have none, in direction (issue 9's seed findings).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <numeric>
 
 #include "sim/metrics/congestion.hpp"
@@ -22,17 +24,20 @@ leaf: {uplinks: 1, buffer: 4MB}
 spine: {count: 1, buffer: 4MB}
 )";
 
-// One rack of five servers.
-const char* kOneRack = R"(
+const double kRate = test::roce_payload(400e9);  // bytes/s of payload on a 400G RoCE link
+
+/// One leaf of `servers` one-GPU servers with 400G NICs, the given PCIe rate and leaf buffer.
+fabric::Fabric one_leaf(int servers, const std::string& pcie, const std::string& buffer) {
+  return test::fabric_from_yaml(fmt::format(R"(
 type: clos
 racks: 1
-nodes_per_rack: 5
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
-leaf: {uplinks: 1, buffer: 4MB}
-spine: {count: 1}
-)";
-
-const double kRate = test::roce_payload(400e9);  // bytes/s of payload on a 400G RoCE link
+nodes_per_rack: {}
+node: {{gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: {}}}
+leaf: {{uplinks: 1, buffer: {}}}
+spine: {{count: 1}}
+)",
+                                            servers, pcie, buffer));
+}
 
 fabric::LinkId link(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeId b) {
   for (const fabric::LinkId l : f.out_links(a)) {
@@ -108,7 +113,7 @@ TEST(FluidNetwork, PfcAloneKeepsAnIncastLosslessAtTheDynamicThresholdFixedPoint)
   // Choudhury-Hahne fixed point, MODELS.md 2.3), plus at most one step of arrivals (4 x C x 1 us
   // = 196 KB). The pauses reach the sender NICs and their PCIe links. The receiver's link never
   // idles once the queue exists, so the last of the 4 S bytes comes through at 4 S / C.
-  const fabric::Fabric f = test::fabric_from_yaml(kOneRack);
+  const fabric::Fabric f = one_leaf(5, "800Gbps", "4MB");
   FluidNetwork net(f, pfc_only());
   metrics::CongestionRecorder seen(f);
   net.add_observer(&seen);
@@ -158,14 +163,7 @@ TEST(FluidNetwork, DcqcnFlowsShareABottleneckFairlyWithTheQueueAtTheMarkingThres
   // (100 KB per 25 Gb/s: 1.6 MB at 400G) and never near kmax (6.4 MB), and the link stays
   // busy (mean of the summed rates within 5 % of C) once the first cut has recovered. With the
   // NIC's defaults the first cut is deep and the recovery slow (MODELS.md 1.5): 20 ms of warm-up.
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
-type: clos
-racks: 1
-nodes_per_rack: 5
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
-leaf: {uplinks: 1, buffer: 64MB}
-spine: {count: 1}
-)");
+  const fabric::Fabric f = one_leaf(5, "800Gbps", "64MB");
   FluidNetwork net(f, FluidConfig{});
   metrics::CongestionRecorder seen(f);
   net.add_observer(&seen);
@@ -191,8 +189,7 @@ spine: {count: 1}
   EXPECT_NEAR(sum / samples, kRate, 0.05 * kRate);
   EXPECT_GT(max_queue, kmin);
   EXPECT_LT(max_queue, kmin + 0.25 * (kmax - kmin));
-  EXPECT_GT(net.cnps(), 0.0);
-  EXPECT_NEAR(seen.cnps(), net.cnps(), 1e-9 * net.cnps());
+  EXPECT_GT(seen.cnps(), 0.0);
   EXPECT_GT(seen.links()[down].ecn_marks, 0.0);
   EXPECT_EQ(seen.links()[link(f, f.nic_of_gpu(f.gpu(0)), f.find("leaf0"))].pauses, 0u)
       << "DCQCN keeps the queue below XOFF: no pause";
@@ -206,14 +203,7 @@ TEST(FluidNetwork, ReceiverDrivenAdmissionKeepsAnIncastOutOfPfc) {
   // per connection, credits returned as the receiver drains) hold about 16 MiB at the leaf,
   // under XOFF = alpha (B - Q) >= 6 MB per ingress port: no pause at all; the receiver's link
   // stays busy, so both take 16 S / C within 1 %.
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
-type: clos
-racks: 1
-nodes_per_rack: 17
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
-leaf: {uplinks: 1, buffer: 64MB}
-spine: {count: 1}
-)");
+  const fabric::Fabric f = one_leaf(17, "800Gbps", "64MB");
   const double s = 8.0 * (1 << 20);
   for (const double window : {0.0, double(1 << 20)}) {
     FluidNetwork net(f, pfc_only());
@@ -257,14 +247,7 @@ TEST(FluidNetwork, ASlowReceiverKeepsThePausesAtItsOwnLeaf) {
   // leaf's queue for that port marks ECN, DCQCN slows the senders, and no pause goes further:
   // none on any sender NIC's link. (The senders' own send queues fill as their PCIe is slower
   // than their NIC's rate: that is the sender waiting on its host, not PFC.)
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
-type: clos
-racks: 1
-nodes_per_rack: 5
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 100Gbps}
-leaf: {uplinks: 1, buffer: 64MB}
-spine: {count: 1}
-)");
+  const fabric::Fabric f = one_leaf(5, "100Gbps", "64MB");
   FluidNetwork net(f, FluidConfig{});
   metrics::CongestionRecorder seen(f);
   net.add_observer(&seen);
