@@ -461,8 +461,7 @@ void FluidNetwork::compute_rates(double now) {
   }
   // Queues in the order links feed each other: each serves what it holds and what arrives.
   const double grid = (std::floor(now / config_.step + 1e-9) + 1) * config_.step;
-  interval_ = grid - now;
-  const double dt = interval_;
+  const double dt = grid - now;  // what the rates are planned for
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
     std::array<double, kTrafficClasses> need{};

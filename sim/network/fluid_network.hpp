@@ -103,7 +103,7 @@ class FabricDeadlock : public std::runtime_error {
 
 class FluidNetwork final : public NetworkModel {
  public:
-  static constexpr FlowHandle kNone = std::numeric_limits<FlowHandle>::max();
+  static constexpr FlowHandle kNone = std::numeric_limits<FlowHandle>::max();  // no flow
 
   FluidNetwork(const fabric::Fabric& f, const FluidConfig& config);
 
@@ -122,6 +122,7 @@ class FluidNetwork final : public NetworkModel {
   bool paused(fabric::LinkId l) const { return links_[l].paused; }
   /// DCQCN state of a QP (line rate when it never met congestion).
   double qp_rate(QpId q) const { return q < qps_.size() ? qps_[q].rc : 0; }
+  /// Computations of every rate so far (a diagnostic of the model's cost).
   uint64_t steps() const { return steps_; }
 
  private:
@@ -169,7 +170,6 @@ class FluidNetwork final : public NetworkModel {
     double p = 0;        // marking seen in the current interval
     double last = 0;     // time of the last update (s)
     uint32_t users = 0;  // routes using the QP in the current interval
-    bool met = false;    // has met congestion (a CNP) at least once
     bool seen = false;
   };
   // A route's hop on a link, with what the hot loops need at hand: the hop itself and where
@@ -253,7 +253,6 @@ class FluidNetwork final : public NetworkModel {
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
   size_t active_flows_ = 0;
   double now_ = 0;       // s, time of the last advance or commit
-  double interval_ = 0;  // s, the interval the current rates were planned for
   bool moving_ = false;  // queues, pauses or rate control in motion: step
   Time next_event_ = Time::infinity();
   uint64_t steps_ = 0;
