@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -91,6 +92,18 @@ class ParamReader {
   bool has(std::string_view key) const;
 
   int64_t integer(std::string_view key) const;
+  /// An integer used as type T: a value outside T's range is a located error, never wrapped.
+  template <typename T>
+  T integer_as(std::string_view key) const {
+    const int64_t v = integer(key);
+    constexpr auto lo = static_cast<int64_t>(std::numeric_limits<T>::min());
+    constexpr auto hi = static_cast<int64_t>(std::numeric_limits<T>::max());
+    if (v < lo || v > hi) {
+      fail(key, "an integer from " + std::to_string(lo) + " to " + std::to_string(hi),
+           std::to_string(v));
+    }
+    return static_cast<T>(v);
+  }
   double number(std::string_view key) const;
   bool boolean(std::string_view key) const;
   std::string string(std::string_view key) const;

@@ -118,7 +118,7 @@ struct WorkloadInput {
 /// Reads qps_per_connection, qp_mode and message_size.
 inline ConnectionSpec read_connection_spec(const ParamReader& r) {
   ConnectionSpec c;
-  c.qps = static_cast<uint32_t>(r.integer("qps_per_connection"));
+  c.qps = r.integer_as<uint32_t>("qps_per_connection");
   c.mode = r.choice("qp_mode") == "split" ? QpMode::Split : QpMode::RoundRobin;
   c.message_bytes = r.bytes("message_size").count();
   return c;

@@ -1072,7 +1072,7 @@ FluidConfig read_fluid(const ParamReader& r) {
   c.dcqcn.cnp_interval = d.time("cnp_interval").in_seconds();
   c.dcqcn.timer = d.time("timer").in_seconds();
   c.dcqcn.byte_counter = static_cast<double>(d.bytes("byte_counter").count());
-  c.dcqcn.fast_recovery = static_cast<int>(d.integer("fast_recovery"));
+  c.dcqcn.fast_recovery = d.integer_as<int>("fast_recovery");
   c.dcqcn.ai_fraction = d.number("ai_fraction");
   c.dcqcn.hai_fraction = d.number("hai_fraction");
   c.dcqcn.min_rate = d.bandwidth("min_rate").bytes_per_second();

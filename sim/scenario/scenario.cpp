@@ -392,7 +392,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
 
   const ParamReader out = r.section("output", kOutputTable);
   run->max_flow_records = static_cast<size_t>(out.integer("max_flows"));
-  run->compression = static_cast<int>(out.integer("compression"));
+  run->compression = out.integer_as<int>("compression");
   if (run->compression > 9)
     out.fail("compression", "a deflate level from 0 to 9", std::to_string(run->compression));
   run->recorder = std::make_unique<metrics::Recorder>(*run->sim, run->max_flow_records);

@@ -158,9 +158,9 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
   using fabric::NodeKind;
   using fabric::SwitchRole;
 
-  const auto zones = static_cast<uint32_t>(r.integer("zones"));
-  const auto racks = static_cast<uint32_t>(r.integer("racks"));
-  const auto nodes_per_rack = static_cast<uint32_t>(r.integer("nodes_per_rack"));
+  const auto zones = r.integer_as<uint32_t>("zones");
+  const auto racks = r.integer_as<uint32_t>("racks");
+  const auto nodes_per_rack = r.integer_as<uint32_t>("nodes_per_rack");
   const ServerSpec server = read_server(r.section("node", server_table()));
   const ParamReader leaf = r.section("leaf", kLeafTable);
   const ParamReader spine = r.section("spine", kSpineTable);
@@ -170,8 +170,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
   const SwitchSpec spine_sw = read_switch(spine);
   const Bandwidth uplink_speed = leaf.bandwidth("uplink_speed");
 
-  const auto uplinks = static_cast<uint32_t>(leaf.integer("uplinks"));
-  const auto spines = static_cast<uint32_t>(spine.integer("count"));
+  const auto uplinks = leaf.integer_as<uint32_t>("uplinks");
+  const auto spines = spine.integer_as<uint32_t>("count");
   if (uplinks % spines != 0) {
     leaf.fail("uplinks", fmt::format("a multiple of spine.count ({})", spines),
               std::to_string(uplinks));
@@ -233,8 +233,8 @@ void build_clos(const ParamReader& r, fabric::Fabric& f) {
 
   if (r.has("aggregation")) {
     const ParamReader agg = r.section("aggregation", kAggregationTable);
-    const auto count = static_cast<uint32_t>(agg.integer("count"));
-    const auto agg_up = static_cast<uint32_t>(agg.integer("uplinks"));
+    const auto count = agg.integer_as<uint32_t>("count");
+    const auto agg_up = agg.integer_as<uint32_t>("uplinks");
     const SwitchSpec agg_sw = read_switch(agg);
     const Bandwidth agg_speed = agg.bandwidth("uplink_speed");
     if (agg_up % count != 0) {

@@ -57,7 +57,7 @@ void build_fat_tree(const ParamReader& r, fabric::Fabric& f) {
   using fabric::NodeKind;
   using fabric::SwitchRole;
 
-  const auto k = static_cast<uint32_t>(r.integer("k"));
+  const auto k = r.integer_as<uint32_t>("k");
   if (k < 2 || k % 2 != 0) r.fail("k", "an even number >= 2", std::to_string(k));
   const ServerSpec server = read_server(r.section("node", server_table()));
   const uint32_t half = k / 2;

@@ -190,8 +190,8 @@ const ParamTable& server_table() {
 
 ServerSpec read_server(const ParamReader& r) {
   ServerSpec s;
-  s.gpus = static_cast<uint32_t>(r.integer("gpus"));
-  s.nics = r.has("nics") ? static_cast<uint32_t>(r.integer("nics")) : s.gpus;
+  s.gpus = r.integer_as<uint32_t>("gpus");
+  s.nics = r.has("nics") ? r.integer_as<uint32_t>("nics") : s.gpus;
   if (s.gpus % s.nics != 0) {
     r.fail("nics", fmt::format("a divisor of gpus ({})", s.gpus), std::to_string(s.nics));
   }
@@ -231,9 +231,9 @@ ServerSpec read_server(const ParamReader& r) {
   s.xgmi_efficiency = r.number("xgmi_efficiency");
   s.xgmi_latency = r.time("xgmi_latency");
   fabric::PcieLink pcie;
-  pcie.generation = static_cast<int>(r.integer("pcie_generation"));
+  pcie.generation = r.integer_as<int>("pcie_generation");
   if (pcie.generation > 6) r.fail("pcie_generation", "1 to 6", std::to_string(pcie.generation));
-  pcie.lanes = static_cast<int>(r.integer("pcie_lanes"));
+  pcie.lanes = r.integer_as<int>("pcie_lanes");
   if (pcie.lanes > 16 || !std::has_single_bit(static_cast<unsigned>(pcie.lanes))) {
     r.fail("pcie_lanes", "1, 2, 4, 8 or 16", std::to_string(pcie.lanes));
   }

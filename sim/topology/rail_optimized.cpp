@@ -106,13 +106,13 @@ void build_rail_optimized(const ParamReader& r, fabric::Fabric& f) {
   using fabric::NodeKind;
   using fabric::SwitchRole;
 
-  const auto nodes = static_cast<uint32_t>(r.integer("nodes"));
-  const auto per_leaf = static_cast<uint32_t>(r.integer("nodes_per_leaf"));
+  const auto nodes = r.integer_as<uint32_t>("nodes");
+  const auto per_leaf = r.integer_as<uint32_t>("nodes_per_leaf");
   const ServerSpec server = read_server(r.section("node", server_table()));
   const ParamReader leaf = r.section("leaf", kRailLeafTable);
   const ParamReader spine = r.section("spine", kRailSpineTable);
-  const auto uplinks = static_cast<uint32_t>(leaf.integer("uplinks"));
-  const auto spines = static_cast<uint32_t>(spine.integer("count"));
+  const auto uplinks = leaf.integer_as<uint32_t>("uplinks");
+  const auto spines = spine.integer_as<uint32_t>("count");
   if (uplinks % spines != 0) {
     leaf.fail("uplinks", fmt::format("a multiple of spine.count ({})", spines),
               std::to_string(uplinks));

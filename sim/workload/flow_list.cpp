@@ -102,7 +102,7 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
     spec.dst = fabric::select_gpu(r.node("dst"), in.fabric);
     check_flow_endpoints(item, spec.src, spec.dst);
     spec.bytes = r.bytes("bytes");
-    spec.conn.qps = static_cast<uint32_t>(r.integer("qps"));
+    spec.conn.qps = r.integer_as<uint32_t>("qps");
     spec.conn.mode = engine::QpMode::Split;
     if (r.has("via")) {
       spec.via = read_via(r.node("via"), in.fabric);

@@ -231,6 +231,17 @@ TEST_F(ScenarioErrors, StringWhereAnIntegerIsExpected) {
                       .found = "'two'"});
 }
 
+TEST_F(ScenarioErrors, AnIntegerTooLargeForItsTypeIsNotWrapped) {
+  // 4294967297 = 2^32 + 1 would wrap to 1 rack as a 32-bit count.
+  const std::string yaml = edit(kGood, "  racks: 2", "  racks: 4294967297");
+  const Failure f = run_bad(yaml);
+  expect_rejected(f, {.file = f.scenario,
+                      .at = locate(yaml, "racks: 4294967297", "4294967297"),
+                      .key = "topology.racks",
+                      .expected = "an integer from 0 to 4294967295",
+                      .found = "4294967297"});
+}
+
 TEST_F(ScenarioErrors, MappingWhereAnIntegerIsExpected) {
   const std::string yaml = edit(kGood, "  racks: 2", "  racks: {count: 2}");
   const Failure f = run_bad(yaml);

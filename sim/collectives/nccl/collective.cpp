@@ -781,7 +781,7 @@ std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput
                                                      const NcclConfig& scenario_nccl) {
   std::vector<fabric::NodeId> ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
   const Collective c = *parse_collective(in.spec.choice("collective"));
-  const auto root = static_cast<int>(in.spec.integer("root"));
+  const auto root = in.spec.integer_as<int>("root");
   if (root >= static_cast<int>(ranks.size())) {
     in.spec.fail("root", fmt::format("a rank index below {}", ranks.size()), std::to_string(root));
   }
@@ -791,7 +791,7 @@ std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput
   if (in.spec.has("nccl")) cfg = read_nccl(in.spec.section("nccl", nccl_table()), cfg, true);
   return std::make_unique<NcclWorkload>(
       in.name, OpRunner(in.fabric, std::move(ranks), cfg), c, in.spec.bytes("bytes").count(), root,
-      static_cast<int>(in.spec.integer("iterations")), imbalance, in.seed ^ fnv1a64(in.name));
+      in.spec.integer_as<int>("iterations"), imbalance, in.seed ^ fnv1a64(in.name));
 }
 
 }  // namespace rocesim::collectives::nccl

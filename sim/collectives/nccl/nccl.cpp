@@ -350,29 +350,27 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     }
     (algorithms ? c.algos : c.protos) = *m;
   }
-  if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = static_cast<int>(r.integer("NCCL_NVLS_ENABLE"));
+  if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = r.integer_as<int>("NCCL_NVLS_ENABLE");
   if (r.has("NCCL_TREE_THRESHOLD")) c.tree_threshold = r.bytes("NCCL_TREE_THRESHOLD");
-  if (take("NCCL_MIN_NCHANNELS"))
-    c.min_channels = static_cast<int>(r.integer("NCCL_MIN_NCHANNELS"));
-  if (take("NCCL_MAX_NCHANNELS"))
-    c.max_channels = static_cast<int>(r.integer("NCCL_MAX_NCHANNELS"));
+  if (take("NCCL_MIN_NCHANNELS")) c.min_channels = r.integer_as<int>("NCCL_MIN_NCHANNELS");
+  if (take("NCCL_MAX_NCHANNELS")) c.max_channels = r.integer_as<int>("NCCL_MAX_NCHANNELS");
   if (c.min_channels > kMaxChannels) {
     r.fail("NCCL_MIN_NCHANNELS", "at most 32 channels", std::to_string(c.min_channels));
   }
-  if (take("NCCL_MIN_CTAS")) c.min_ctas = static_cast<int>(r.integer("NCCL_MIN_CTAS"));
-  if (take("NCCL_MAX_CTAS")) c.max_ctas = static_cast<int>(r.integer("NCCL_MAX_CTAS"));
+  if (take("NCCL_MIN_CTAS")) c.min_ctas = r.integer_as<int>("NCCL_MIN_CTAS");
+  if (take("NCCL_MAX_CTAS")) c.max_ctas = r.integer_as<int>("NCCL_MAX_CTAS");
   if (c.min_ctas > kMaxChannels) {
     r.fail("NCCL_MIN_CTAS", "at most 32 channels", std::to_string(c.min_ctas));
   }
   if (take("NCCL_NCHANNELS_PER_NET_PEER")) {
-    c.channels_per_net_peer = static_cast<int>(r.integer("NCCL_NCHANNELS_PER_NET_PEER"));
+    c.channels_per_net_peer = r.integer_as<int>("NCCL_NCHANNELS_PER_NET_PEER");
     if (c.channels_per_net_peer > kMaxChannels) {
       r.fail("NCCL_NCHANNELS_PER_NET_PEER", "at most 32 channels",
              std::to_string(c.channels_per_net_peer));
     }
   }
   if (take("NCCL_IB_QPS_PER_CONNECTION")) {
-    c.qps_per_connection = static_cast<uint32_t>(r.integer("NCCL_IB_QPS_PER_CONNECTION"));
+    c.qps_per_connection = r.integer_as<uint32_t>("NCCL_IB_QPS_PER_CONNECTION");
   }
   if (take("NCCL_IB_SPLIT_DATA_ON_QPS")) c.split_data_on_qps = flag(r, "NCCL_IB_SPLIT_DATA_ON_QPS");
   if (take("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
