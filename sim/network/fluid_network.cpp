@@ -92,9 +92,9 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   ++active_flows_;
   // In-network reduction: on a link between two fabric switches the flow's routes together
   // carry one stream, min(1, sum of their shares) per byte of the flow.
-  std::vector<double> reduced;
+  std::vector<double>& reduced = share_on_link_;  // zero outside this function
   if (spec.reduce_in_switches) {
-    reduced.assign(fabric_.link_count(), 0.0);
+    if (reduced.size() < fabric_.link_count()) reduced.assign(fabric_.link_count(), 0.0);
     for (const Route& r : spec.routes) {
       for (const fabric::LinkId l : r.hops)
         reduced[l] += r.share;
@@ -144,6 +144,12 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
       q.last = t;
     }
     fl.routes.push_back(id);
+  }
+  if (spec.reduce_in_switches) {
+    for (const Route& r : spec.routes) {
+      for (const fabric::LinkId l : r.hops)
+        reduced[l] = 0;
+    }
   }
   dirty_ = true;
   added_ = true;
@@ -724,7 +730,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   }
 }
 
-void FluidNetwork::detect_deadlock() const {
+void FluidNetwork::detect_deadlock() {
   // Wait-for graph over paused links: l -> m when bytes that came over l wait in its receiver
   // for m, and m is paused too. A cycle whose links have all been paused for 100 steps cannot
   // drain: a cyclic buffer dependency.
@@ -735,9 +741,18 @@ void FluidNetwork::detect_deadlock() const {
       paused.push_back(l);
   }
   if (paused.size() < 2) return;
-  std::vector<int32_t> index(fabric_.link_count(), -1);
+  std::vector<int32_t>& index = deadlock_index_;  // -1 outside this function
+  if (index.size() < fabric_.link_count()) index.assign(fabric_.link_count(), -1);
   for (size_t i = 0; i < paused.size(); ++i)
     index[paused[i]] = static_cast<int32_t>(i);
+  struct Reset {  // leaves the map clean on every way out, the throw included
+    std::vector<int32_t>& index;
+    const std::vector<fabric::LinkId>& links;
+    ~Reset() {
+      for (const fabric::LinkId l : links)
+        index[l] = -1;
+    }
+  } reset{index, paused};
   waits.resize(paused.size());
   for (const uint32_t r : live_routes_) {
     const RouteState& rs = routes_[r];

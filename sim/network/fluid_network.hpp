@@ -206,7 +206,7 @@ class FluidNetwork final : public NetworkModel {
   double xoff(fabric::LinkId l) const;
   void update_pauses(double now);
   void update_qp(QpState& q, double dt) const;
-  void detect_deadlock() const;
+  void detect_deadlock();
   /// A predicted event: a flow's sender ends (tracer false) or a route's last byte leaves its
   /// last queue (tracer true), at ps.
   struct Due {
@@ -244,6 +244,8 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> scratch_;
   std::vector<fabric::LinkId> touched_;
   std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_;
+  std::vector<double> share_on_link_;    // start(): shares per link of an in-network reduction
+  std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
   std::vector<std::pair<double, uint32_t>> senders_;
   bool dirty_ = false;             // routes came or went: rebuild before computing
   bool added_ = false;             // flows started since the last computation
