@@ -16,6 +16,8 @@ namespace rocesim::engine {
 enum class EventKind : uint8_t {
   WorkloadStart,  // a: workload
   Timer,          // a: workload, b: tag
+  LinkChange,     // a: link event
+  Reconverge,     // a: link event whose reconvergence this is
 };
 
 struct Event {

@@ -19,8 +19,175 @@ Simulation::Simulation(const fabric::Fabric& f, routing::Router& router, network
       router_(router),
       net_(net),
       config_(config),
-      qp_alloc_(f, config.seed, config.source_port) {
+      qp_alloc_(f, config.seed, config.source_port),
+      link_up_(f.link_count(), 1),
+      routed_up_(f.link_count(), 1),
+      link_speed_(f.link_count(), 1.0) {
   ROCESIM_CHECK(f.sealed(), "simulations run on sealed fabrics");
+  router_.attach(&view_);
+}
+
+double Simulation::link_capacity(fabric::LinkId l) const {
+  return link_up_[l] ? link_speed_[l] * fabric_.link(l).capacity.bytes_per_second() : 0.0;
+}
+
+uint32_t Simulation::add_link_event(LinkEvent e) {
+  ROCESIM_CHECK(!e.links.empty(), "a link event changes at least one link");
+  ROCESIM_CHECK(e.speed > 0, "a link's speed is a positive fraction of its nominal rate");
+  for (const fabric::LinkId l : e.links)
+    ROCESIM_CHECK(l < fabric_.link_count(), "link event on a link of the fabric");
+  const auto i = static_cast<uint32_t>(link_events_.size());
+  queue_.push(e.at, EventKind::LinkChange, i);
+  link_events_.push_back(std::move(e));
+  return i;
+}
+
+void Simulation::apply_link_event(uint32_t i) {
+  LinkEvent& e = link_events_[i];
+  e.applied = true;
+  for (const fabric::LinkId l : e.links) {
+    switch (e.action) {
+      case LinkAction::Down:
+        link_up_[l] = 0;
+        break;
+      case LinkAction::Up:
+        link_up_[l] = 1;
+        break;
+      case LinkAction::Speed:
+        link_speed_[l] = e.speed;
+        break;
+    }
+    net_.set_capacity(l, link_capacity(l), now_);
+  }
+  if (e.action != LinkAction::Speed) {
+    queue_.push(now_ + router_.reconvergence(), EventKind::Reconverge, i);
+  }
+}
+
+bool Simulation::route_qp(QpIndex qp) {
+  const QpInfo& info = qps_[qp];
+  const Connection& c = connections_[info.connection];
+  routing::RouteRequest req;
+  req.src = c.src;
+  req.dst = c.dst;
+  req.key = info.key;
+  req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
+  req.relay = c.relay;
+  return router_.route(req, route_scratch_);
+}
+
+void Simulation::flow_routes(uint32_t slot) {
+  const Running& r = running_[slot];
+  pipe_routes_.clear();
+  if (pipe_legs_.size() > slot && !pipe_legs_[slot].empty()) {
+    for (const PipelineLeg& leg : pipe_legs_[slot]) {
+      const Connection& c = connections_[leg.connection];
+      const double per_qp = leg.share / c.qps;
+      for (uint32_t q = 0; q < c.qps; ++q) {
+        const QpIndex qp = c.first_qp + q;
+        pipe_routes_.push_back({paths_.links(qps_[qp].path), per_qp, qp});
+      }
+    }
+  } else {
+    pipe_routes_.push_back({paths_.links(qps_[r.qp].path), 1.0, r.qp});
+  }
+}
+
+void Simulation::reconverge(uint32_t i) {
+  routed_up_ = link_up_;
+  router_.links_changed();
+  LinkEvent& e = link_events_[i];
+  e.converged = now_;
+  // Every routed QP is asked again: a group that lost or regained a member re-hashes all of
+  // its flows, not only those of the failed link.
+  qp_moved_.assign(qps_.size(), 0);
+  for (QpIndex q = 0; q < qps_.size(); ++q) {
+    QpInfo& info = qps_[q];
+    if (info.path == fabric::kNone) continue;  // not used yet: routed when it is
+    const Connection& c = connections_[info.connection];
+    if (fabric_.node(c.src).server == fabric_.node(c.dst).server && c.via_begin == c.via_end &&
+        c.relay == fabric::kNone) {
+      continue;  // NVLink
+    }
+    if (!route_qp(q)) {
+      ++e.qps_unroutable;  // keeps its path and waits for the links to come back
+      continue;
+    }
+    const std::span<const fabric::LinkId> old = paths_.links(info.path);
+    if (std::equal(old.begin(), old.end(), route_scratch_.begin(), route_scratch_.end())) continue;
+    info.path = paths_.add(fabric_, route_scratch_);
+    lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
+    qp_moved_[q] = 1;
+    ++e.qps_rerouted;
+    for (Observer* o : observers_)
+      o->on_qp_routed(q, info.path);
+  }
+  if (e.qps_rerouted == 0) return;
+  for (uint32_t slot = 0; slot < running_.capacity(); ++slot) {
+    Running& r = running_[slot];
+    if (!r.live || r.bandwidth_end != Time::infinity()) continue;  // gone, or sent already
+    flow_routes(slot);
+    const bool moved = std::any_of(pipe_routes_.begin(), pipe_routes_.end(),
+                                   [&](const network::Route& x) { return qp_moved_[x.qp] != 0; });
+    if (!moved) continue;
+    const network::FlowHandle h = net_.reroute(r.handle, pipe_routes_, now_);
+    if (h != r.handle) {
+      if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
+      slot_of_handle_[h] = slot;
+      r.handle = h;
+    }
+    if (r.legs == 1 && (pipe_legs_.size() <= slot || pipe_legs_[slot].empty())) {
+      r.path = qps_[r.qp].path;  // its delivery latency is the new path's
+    }
+    ++e.flows_rerouted;
+  }
+}
+
+void Simulation::report_stall() const {
+  // Flows left on links that are down and no other way: the scenario's events cut the fabric.
+  std::vector<QpIndex> used;
+  for (uint32_t slot = 0; slot < running_.capacity(); ++slot) {
+    const Running& r = running_[slot];
+    if (!r.live) continue;
+    used.assign(1, r.qp);
+    if (slot < pipe_legs_.size()) {
+      for (const PipelineLeg& leg : pipe_legs_[slot]) {
+        const Connection& c = connections_[leg.connection];
+        for (uint32_t q = 0; q < c.qps; ++q)
+          used.push_back(c.first_qp + q);
+      }
+    }
+    for (const QpIndex qp : used) {
+      for (const fabric::LinkId l : paths_.links(qps_[qp].path)) {
+        if (link_up_[l]) continue;
+        const fabric::Link& link = fabric_.link(l);
+        const LinkEvent* cut = nullptr;
+        for (const LinkEvent& e : link_events_) {
+          if (e.applied && e.action == LinkAction::Down &&
+              std::find(e.links.begin(), e.links.end(), l) != e.links.end()) {
+            cut = &e;
+          }
+        }
+        throw InputError(
+            cut != nullptr ? cut->where : SourceLocation{},
+            fmt::format("traffic can never finish: a flow from {} to {} waits on link {} -> {}, "
+                        "which is down ({}) with no other path, until the end of the events",
+                        fabric_.node(connections_[qps_[qp].connection].src).name,
+                        fabric_.node(connections_[qps_[qp].connection].dst).name,
+                        fabric_.node(link.src).name, fabric_.node(link.dst).name,
+                        cut != nullptr ? cut->what : "down"));
+      }
+    }
+  }
+  for (const WorkloadState& s : workloads_) {
+    if (!s.done) {
+      throw InternalError(fmt::format(
+          "workload '{}' ({}) never finished: it {} but no traffic is "
+          "left to complete it",
+          s.workload->name(), s.workload->type(), s.started ? "started" : "never started"));
+    }
+  }
+  throw InternalError("report_stall() without a stalled workload");
 }
 
 Simulation::~Simulation() = default;
@@ -91,14 +258,14 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
 routing::PathId Simulation::path_of(QpIndex qp) {
   QpInfo& info = qps_[qp];
   if (info.path == fabric::kNone) {
-    const Connection& c = connections_[info.connection];
-    routing::RouteRequest req;
-    req.src = c.src;
-    req.dst = c.dst;
-    req.key = info.key;
-    req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
-    req.relay = c.relay;
-    router_.route(req, route_scratch_);
+    if (!route_qp(qp)) {
+      // Nothing reachable now: the path the fabric had when whole. Its down links give the flow
+      // rate 0 until routing moves it or the links come back.
+      router_.attach(nullptr);
+      const bool ok = route_qp(qp);
+      router_.attach(&view_);
+      ROCESIM_CHECK(ok, "every pair of GPUs has a path in the whole fabric");
+    }
     info.path = paths_.add(fabric_, route_scratch_);
     lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
     for (Observer* o : observers_)
@@ -124,8 +291,8 @@ Time Simulation::connection_latency(ConnectionId c) {
   return paths_.latency(path_of(connections_.at(c).first_qp));
 }
 
-void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
-                               const network::FlowSpec& spec) {
+uint32_t Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId path,
+                                   uint32_t legs, const network::FlowSpec& spec) {
   const network::FlowHandle h = net_.start(spec, now_);
   const uint32_t slot = running_.acquire();
   running_[slot] = Running{transfer,
@@ -136,9 +303,13 @@ void Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathId pa
                            static_cast<int64_t>(spec.bytes),
                            now_,
                            Time::infinity(),
-                           Time::infinity()};
+                           Time::infinity(),
+                           h,
+                           true};
   if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
   slot_of_handle_[h] = slot;
+  if (slot < pipe_legs_.size()) pipe_legs_[slot].clear();
+  return slot;
 }
 
 void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes bytes,
@@ -175,8 +346,11 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
   const uint32_t slot = transfers_.acquire();
   transfers_[slot] = Transfer{w, tag, 1};
-  start_running(slot, connections_[legs.front().connection].first_qp, p,
-                static_cast<uint32_t>(legs.size()), spec);
+  const uint32_t flow = start_running(slot, connections_[legs.front().connection].first_qp, p,
+                                      static_cast<uint32_t>(legs.size()), spec);
+  // The legs, to route the pipeline again if routing changes under it.
+  if (pipe_legs_.size() <= flow) pipe_legs_.resize(flow + 1);
+  pipe_legs_[flow].assign(legs.begin(), legs.end());
 }
 
 void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t tag, double rate_cap,
@@ -233,6 +407,7 @@ void Simulation::finish(WorkloadId w) {
                 fmt::format("workload '{}' finished twice or before starting", s.workload->name()));
   s.done = true;
   s.end = now_;
+  ++workloads_done_;
   for (Observer* o : observers_)
     o->on_workload_done(w, s.start, s.end);
   for (WorkloadId d : s.dependents) {
@@ -256,11 +431,18 @@ void Simulation::dispatch(const Event& e) {
     case EventKind::Timer:
       workloads_[e.a].workload->on_timer(*this, e.a, e.b);
       break;
+    case EventKind::LinkChange:
+      apply_link_event(e.a);
+      break;
+    case EventKind::Reconverge:
+      reconverge(e.a);
+      break;
   }
 }
 
 void Simulation::deliver(uint32_t flow) {
   const Running r = running_[flow];
+  running_[flow].live = false;
   running_.release(flow);
   const QpInfo& qi = qps_[r.qp];
   const Connection& c = connections_[qi.connection];
@@ -301,7 +483,8 @@ void Simulation::run() {
     }
   }
   uint64_t instants = 0;
-  while (true) {
+  // Link events later than the last workload do not extend the run.
+  while (workloads_done_ < workloads_.size()) {
     const Time t_net = net_.next_event();
     const Time t = std::min({t_net, queue_.next_time(), deliveries_.next_time()});
     if (t.is_infinite()) break;
@@ -333,14 +516,7 @@ void Simulation::run() {
     if ((++instants & 0x3FF) == 0) report_progress(false);
   }
   report_progress(true);
-  for (const WorkloadState& s : workloads_) {
-    if (!s.done) {
-      throw InternalError(fmt::format(
-          "workload '{}' ({}) never finished: it {} but no traffic is "
-          "left to complete it",
-          s.workload->name(), s.workload->type(), s.started ? "started" : "never started"));
-    }
-  }
+  if (workloads_done_ < workloads_.size()) report_stall();
 }
 
 }  // namespace rocesim::engine

@@ -21,6 +21,13 @@
 // own), the QP ids (so that transport state such as a DCQCN rate lives across messages) and the
 // connection's traffic class. It reports a flow when its last byte has come through the queues
 // on its way (with how long that took); the receiver has it one path latency later.
+//
+// Links change during a run (link events): a link goes down (its capacity in the network model
+// becomes 0 at once, and the flows on it stall), comes up, or runs at another speed. The router
+// sees the change after its reconvergence delay: then every routed QP is asked for its path
+// again, and a QP whose path differs moves, with the running flows that use it. Routers read
+// the links through a LinkView the simulation supplies (up as routing last converged on it,
+// capacity and load now).
 #pragma once
 
 #include <chrono>
@@ -30,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/error.hpp"
 #include "sim/core/slot_pool.hpp"
 #include "sim/core/units.hpp"
 #include "sim/engine/event_queue.hpp"
@@ -67,6 +75,28 @@ struct ConnectionSpec {
 struct PipelineLeg {
   ConnectionId connection = 0;
   double share = 1.0;
+};
+
+enum class LinkAction : uint8_t {
+  Down,   // capacity 0; routing withdraws the link after its reconvergence delay
+  Up,     // back at its speed; routing uses it again after its reconvergence delay
+  Speed,  // runs at `speed` x its nominal rate (e.g. 0.5: a 400G port at 200G); routing unchanged
+};
+
+/// A change of some links at a time: a cable is its two directed links, a switch all of its.
+struct LinkEvent {
+  Time at{};
+  LinkAction action = LinkAction::Down;
+  std::vector<fabric::LinkId> links;
+  double speed = 1;  // Speed: fraction of the nominal rate
+  std::string what;  // for results, e.g. "down leaf0-spine1"
+  SourceLocation where;
+  // Filled in by the run:
+  bool applied = false;
+  Time converged = Time::infinity();  // when routing reflected it (Down and Up)
+  uint64_t qps_rerouted = 0;          // QPs whose path changed then
+  uint64_t flows_rerouted = 0;        // running flows moved then
+  uint64_t qps_unroutable = 0;        // QPs left without any path (they keep waiting)
 };
 
 struct SimulationConfig {
@@ -139,6 +169,8 @@ class Simulation {
   WorkloadId add_workload(std::unique_ptr<Workload> w, Time start_at,
                           std::vector<WorkloadId> after = {});
   void add_observer(Observer* o) { observers_.push_back(o); }
+  /// Schedules a change of links (see LinkEvent); returns its index in link_events().
+  uint32_t add_link_event(LinkEvent e);
   void set_progress(std::function<void(const Progress&)> cb, double interval_seconds);
   /// Runs until every workload has finished. Throws InternalError if traffic stalls.
   void run();
@@ -183,6 +215,10 @@ class Simulation {
   std::pair<fabric::NodeId, fabric::NodeId> connection_endpoints(ConnectionId c) const {
     return {connections_[c].src, connections_[c].dst};
   }
+  std::span<const LinkEvent> link_events() const { return link_events_; }
+  /// Whether a link is up now, and its capacity now (bytes/s of payload; 0 while down).
+  bool link_up(fabric::LinkId l) const { return link_up_[l] != 0; }
+  double link_capacity(fabric::LinkId l) const;
   uint64_t events() const { return events_; }
   uint64_t flows_started() const { return next_flow_id_; }
   Time end_time() const { return now_; }
@@ -214,12 +250,34 @@ class Simulation {
     Time start;
     Time bandwidth_end;
     Time delivered;
+    network::FlowHandle handle;
+    bool live;
+  };
+  /// The links as routers see them.
+  class RoutingView final : public routing::LinkView {
+   public:
+    explicit RoutingView(const Simulation& sim) : sim_(sim) {}
+    bool up(fabric::LinkId l) const override { return sim_.routed_up_[l] != 0; }
+    double capacity(fabric::LinkId l) const override { return sim_.link_capacity(l); }
+    double load(fabric::LinkId l) const override { return sim_.net_.link_load(l); }
+
+   private:
+    const Simulation& sim_;
   };
 
   routing::PathId path_of(QpIndex qp);
+  /// Asks the router for a QP's path into route_scratch_; false when there is none now.
+  bool route_qp(QpIndex qp);
+  /// The routes of a running flow over its QPs' current paths, into pipe_routes_.
+  void flow_routes(uint32_t slot);
+  void apply_link_event(uint32_t e);
+  void reconverge(uint32_t e);
+  /// Why workloads that never finished are stuck, thrown as an error.
+  [[noreturn]] void report_stall() const;
   void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap, double window);
-  void start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
-                     const network::FlowSpec& spec);
+  /// Starts a flow in the network model; returns its engine flow slot.
+  uint32_t start_running(uint32_t transfer, QpIndex qp, routing::PathId path, uint32_t legs,
+                         const network::FlowSpec& spec);
   void start_workload(WorkloadId w);
   void dispatch(const Event& e);
   void deliver(uint32_t flow);
@@ -228,6 +286,7 @@ class Simulation {
   const fabric::Fabric& fabric_;
   routing::Router& router_;
   network::NetworkModel& net_;
+  RoutingView view_{*this};
   SimulationConfig config_;
   fabric::QpAllocator qp_alloc_;
   routing::PathTable paths_;
@@ -251,6 +310,13 @@ class Simulation {
   std::vector<network::Route> pipe_routes_;
   std::vector<fabric::LinkId> pipe_links_;
   std::vector<double> pipe_weights_;
+  std::vector<std::vector<PipelineLeg>> pipe_legs_;  // by engine flow slot, for pipelines
+  // Links: up now, up as routing last converged, speed as a fraction of nominal.
+  std::vector<uint8_t> link_up_, routed_up_;
+  std::vector<double> link_speed_;
+  std::vector<LinkEvent> link_events_;
+  std::vector<uint8_t> qp_moved_;  // reconverge()'s scratch
+  uint32_t workloads_done_ = 0;
   uint64_t next_flow_id_ = 0;
   uint64_t events_ = 0;
   uint64_t delivered_ = 0;

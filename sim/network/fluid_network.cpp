@@ -89,17 +89,10 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.live = true;
   fl.sending = true;
   fl.in_flight = 0;
+  fl.reduce = spec.reduce_in_switches;
+  fl.lost = 0;
   ++active_flows_;
-  // In-network reduction: on a link between two fabric switches the flow's routes together
-  // carry one stream, min(1, sum of their shares) per byte of the flow.
-  std::vector<double>& reduced = share_on_link_;  // zero outside this function
-  if (spec.reduce_in_switches) {
-    if (reduced.size() < fabric_.link_count()) reduced.assign(fabric_.link_count(), 0.0);
-    for (const Route& r : spec.routes) {
-      for (const fabric::LinkId l : r.hops)
-        reduced[l] += r.share;
-    }
-  }
+  count_reduced(spec.routes, fl.reduce, 1);
   for (const Route& r : spec.routes) {
     ROCESIM_CHECK(!r.hops.empty() && r.share > 0, "a route crosses a link and carries bytes");
     const uint32_t id = routes_.acquire();
@@ -111,23 +104,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
     rs.tc = spec.traffic_class;
     rs.window = spec.window * r.share;
     rs.live = true;
-    rs.line = links_[r.hops.front()].cap;
-    for (const fabric::LinkId l : r.hops) {
-      const fabric::Link& link = fabric_.link(l);
-      Hop hop{l};
-      if (spec.reduce_in_switches && fabric_switch(fabric_.node(link.src)) &&
-          fabric_switch(fabric_.node(link.dst)) && reduced[l] > 1) {
-        hop.w = 1.0 / reduced[l];
-      }
-      rs.hops.push_back(hop);
-      if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
-          fabric_switch(fabric_.node(link.dst))) {
-        // The NIC schedules its QPs onto its port (PCIe before it only feeds it).
-        rs.cc = config_.dcqcn.enabled;
-        rs.line = links_[l].cap;
-        rs.sched = static_cast<uint32_t>(rs.hops.size() - 1);
-      }
-    }
+    set_hops(rs, r.hops, fl.reduce);
     if (rs.qp != kNoQp) {
       if (rs.qp >= qps_.size()) qps_.resize(rs.qp + 1);
       QpState& q = qps_[rs.qp];
@@ -145,15 +122,103 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
     }
     fl.routes.push_back(id);
   }
-  if (spec.reduce_in_switches) {
-    for (const Route& r : spec.routes) {
-      for (const fabric::LinkId l : r.hops)
-        reduced[l] = 0;
-    }
-  }
+  count_reduced(spec.routes, fl.reduce, -1);
   dirty_ = true;
   added_ = true;
   return h;
+}
+
+void FluidNetwork::count_reduced(std::span<const Route> routes, bool reduce, int sign) {
+  // In-network reduction: on a link between two fabric switches the flow's routes together
+  // carry one stream, min(1, sum of their shares) per byte of the flow. share_on_link_ is zero
+  // outside start() and reroute().
+  if (!reduce) return;
+  if (share_on_link_.size() < fabric_.link_count()) share_on_link_.assign(fabric_.link_count(), 0);
+  for (const Route& r : routes) {
+    for (const fabric::LinkId l : r.hops)
+      share_on_link_[l] = sign > 0 ? share_on_link_[l] + r.share : 0;
+  }
+}
+
+void FluidNetwork::set_hops(RouteState& rs, std::span<const fabric::LinkId> hops, bool reduce) {
+  rs.hops.clear();
+  rs.sched = 0;
+  rs.cc = false;
+  rs.line = links_[hops.front()].cap;
+  for (const fabric::LinkId l : hops) {
+    const fabric::Link& link = fabric_.link(l);
+    Hop hop{l};
+    if (reduce && fabric_switch(fabric_.node(link.src)) && fabric_switch(fabric_.node(link.dst)) &&
+        share_on_link_[l] > 1) {
+      hop.w = 1.0 / share_on_link_[l];
+    }
+    rs.hops.push_back(hop);
+    if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
+        fabric_switch(fabric_.node(link.dst))) {
+      // The NIC schedules its QPs onto its port (PCIe before it only feeds it).
+      rs.cc = config_.dcqcn.enabled;
+      rs.line = links_[l].cap;
+      rs.sched = static_cast<uint32_t>(rs.hops.size() - 1);
+    }
+  }
+}
+
+FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Time now) {
+  FlowState& fl = flows_[f];
+  ROCESIM_CHECK(fl.live && routes.size() == fl.routes.size(),
+                "rerouting a running flow, route for route");
+  count_reduced(routes, fl.reduce, 1);
+  for (size_t i = 0; i < routes.size(); ++i) {
+    RouteState& rs = routes_[fl.routes[i]];
+    const bool same =
+        std::equal(rs.hops.begin(), rs.hops.end(), routes[i].hops.begin(), routes[i].hops.end(),
+                   [](const Hop& h, fabric::LinkId l) { return h.link == l; });
+    if (same || rs.tracer >= rs.hops.size()) continue;  // unchanged, or all through already
+    // What the old links still hold goes back to the sender and is sent again.
+    double held = 0;
+    for (const Hop& hop : rs.hops)
+      held += hop.b;
+    set_hops(rs, routes[i].hops, fl.reduce);
+    rs.hops[0].b = held;
+    if (!rs.sending) {
+      // The last byte is at the back of the sender's queue again.
+      rs.tracer = 0;
+      rs.ahead = links_[rs.hops[0].link].queue[static_cast<size_t>(rs.tc)] + held;
+    }
+  }
+  count_reduced(routes, fl.reduce, -1);
+  now_ = std::max(now_, now.in_seconds());
+  dirty_ = true;
+  added_ = true;  // rates are computed again at the next commit
+  return f;
+}
+
+void FluidNetwork::resend(FlowState& fl) {
+  fl.sent = std::max(0.0, fl.sent - fl.lost);
+  fl.lost = 0;
+  added_ = true;  // the sender's rate may change: compute again at the next commit
+  if (fl.sending) return;
+  // It had sent its last byte: it sends again, and its last bytes are not on their way yet.
+  fl.sending = true;
+  fl.in_flight = 0;
+  for (const uint32_t r : fl.routes) {
+    RouteState& rs = routes_[r];
+    rs.sending = true;
+    rs.tracer = 0;
+    rs.ahead = 0;
+  }
+}
+
+void FluidNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time) {
+  ROCESIM_CHECK(bytes_per_second >= 0 && std::isfinite(bytes_per_second),
+                "link capacities must be >= 0");
+  links_[l].cap = bytes_per_second;
+  added_ = true;  // rates are computed again at the next commit
+}
+
+double FluidNetwork::link_load(fabric::LinkId l) const {
+  const LinkState& s = links_[l];
+  return std::accumulate(s.served.begin(), s.served.end(), 0.0);
 }
 
 double FluidNetwork::queue(fabric::LinkId l) const {
@@ -165,8 +230,10 @@ double FluidNetwork::queue(fabric::LinkId l) const {
 // Structure: which route hops sit on which link, and the order links feed each other
 
 void FluidNetwork::rebuild() {
-  for (const fabric::LinkId l : order_)
+  for (const fabric::LinkId l : order_) {
     links_[l].entries.clear();
+    links_[l].served.fill(0);  // set again below for the links still in use
+  }
   for (const uint32_t r : retired_) {
     routes_[r].hops.clear();
     routes_.release(r);
@@ -646,6 +713,14 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       for (Hop& hop : rs.hops) {
         hop.b += (hop.a - hop.d) * dt;
         if (hop.b < kEmpty) hop.b = 0;
+        if (hop.b > 0 && links_[hop.link].cap <= 0) {
+          // A link that is down drops what reaches it: no queue, no mark, no pause; the bytes
+          // are the sender's to send again (go-back-N).
+          flows_[rs.flow].lost += hop.b / rs.share;
+          for (NetworkObserver* o : observers_)
+            o->on_drop(hop.link, rs.tc, t, hop.w * hop.b);
+          hop.b = 0;
+        }
       }
       if (rs.p > 0) {
         for (const Hop& hop : rs.hops) {
@@ -660,6 +735,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     for (uint32_t h = 0; h < flows_.capacity(); ++h) {
       FlowState& fl = flows_[h];
       if (fl.live && fl.sending) fl.sent += fl.rate * dt;
+      if (fl.live && fl.lost > 0) resend(fl);
     }
     // Rate control of the QPs in use, from the marking they saw.
     for (const uint32_t r : live_routes_) {

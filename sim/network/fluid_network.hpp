@@ -114,6 +114,9 @@ class FluidNetwork final : public NetworkModel {
   void commit(Time now) override;
   double rate(FlowHandle f) const override { return flows_[f].rate; }
   size_t active_flows() const override { return active_flows_; }
+  double link_load(fabric::LinkId l) const override;
+  void set_capacity(fabric::LinkId l, double bytes_per_second, Time now) override;
+  FlowHandle reroute(FlowHandle f, std::span<const Route> routes, Time now) override;
 
   const FluidConfig& config() const { return config_; }
   std::span<const PfcDiagnostics> pfc() const { return stats_; }
@@ -163,6 +166,8 @@ class FluidNetwork final : public NetworkModel {
     uint32_t in_flight = 0;  // routes whose last byte is still in a queue
     bool live = false;
     bool sending = false;
+    bool reduce = false;  // FlowSpec::reduce_in_switches
+    double lost = 0;      // bytes dropped by links that are down, to send again
   };
   struct QpState {
     double rc = 0, rt = 0, alpha = 1;
@@ -201,6 +206,13 @@ class FluidNetwork final : public NetworkModel {
     double paused_since = 0;
   };
 
+  /// Adds (sign > 0) the routes' shares to share_on_link_ for a flow reduced in switches, or
+  /// clears them again (sign < 0).
+  void count_reduced(std::span<const Route> routes, bool reduce, int sign);
+  /// A route's hops over `hops`, its sender's scheduling hop and line rate.
+  void set_hops(RouteState& rs, std::span<const fabric::LinkId> hops, bool reduce);
+  /// The sender of a flow that lost bytes on a link that is down sends them again.
+  void resend(FlowState& fl);
   void rebuild();
   void compute_rates(double now);
   double xoff(fabric::LinkId l) const;

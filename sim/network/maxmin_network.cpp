@@ -47,6 +47,8 @@ FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
   s.remaining = spec.bytes;
   s.rate = 0;
   s.since = now;
+  s.cap = spec.rate_cap;
+  s.reduce = spec.reduce_in_switches;
   ++s.version;
   s.live = true;
   return f;
@@ -84,11 +86,31 @@ void MaxMinNetwork::commit(Time now) {
     s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.since).in_seconds());
     s.since = now;
     s.rate = solver_.rate(f);
-    ROCESIM_CHECK(s.rate > 0, "max-min gave a running flow no bandwidth");
     ++s.version;
+    if (s.rate <= 0) continue;  // on a link that is down: no end until it moves or comes back
     const Time end = now + transfer_time(s.remaining, s.rate);
     ends_.push({end.count_ps(), f, s.version});
   }
+}
+
+void MaxMinNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time) {
+  solver_.set_capacity(l, bytes_per_second);
+}
+
+FlowHandle MaxMinNetwork::reroute(FlowHandle f, std::span<const Route> routes, Time now) {
+  FlowState& s = state_[f];
+  ROCESIM_CHECK(s.live, "rerouting a flow that is not running");
+  FlowSpec spec;
+  spec.routes = routes;
+  // Nothing is in flight in this model: what is left is what the sender has not sent. A flow
+  // due now has already been reported by advance().
+  spec.bytes = std::max(s.remaining - s.rate * (now - s.since).in_seconds(), 1e-9);
+  spec.rate_cap = s.cap;
+  spec.reduce_in_switches = s.reduce;
+  s.live = false;
+  ++s.version;
+  solver_.remove(f);
+  return start(spec, now);
 }
 
 }  // namespace rocesim::network

@@ -31,14 +31,19 @@ class MaxMinNetwork final : public NetworkModel {
   void commit(Time now) override;
   double rate(FlowHandle f) const override { return state_[f].rate; }
   size_t active_flows() const override { return solver_.active_flows(); }
+  double link_load(fabric::LinkId l) const override { return solver_.load(l); }
+  void set_capacity(fabric::LinkId l, double bytes_per_second, Time now) override;
+  FlowHandle reroute(FlowHandle f, std::span<const Route> routes, Time now) override;
 
   MaxMinSolver& solver() { return solver_; }
 
  private:
   struct FlowState {
     double remaining = 0;  // bytes left at `since`
-    double rate = 0;       // bytes/s since `since`
+    double rate = 0;       // bytes/s since `since` (0: stalled on a link that is down)
     Time since{};
+    double cap = kNoRateCap;
+    bool reduce = false;   // FlowSpec::reduce_in_switches
     uint32_t version = 0;  // bumps when the predicted end moves
     bool live = false;
   };

@@ -117,6 +117,14 @@ void MaxMinSolver::remove(FlowSlot f) {
   --active_;
 }
 
+void MaxMinSolver::set_capacity(LinkIndex l, double capacity) {
+  ROCESIM_CHECK(l < links_.size(), "link index out of range");
+  ROCESIM_CHECK(capacity >= 0 && std::isfinite(capacity), "link capacities must be >= 0");
+  links_[l].cap = capacity;
+  dirty_links_.push_back(l);
+  capacity_changed_ = true;
+}
+
 double MaxMinSolver::load(LinkIndex l) const {
   double sum = 0;
   for (const Entry& e : links_[l].flows) {
@@ -261,7 +269,8 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
   ++stats_.solves;
   ++epoch_;
 
-  double tau = removed_min_rate_;
+  double tau = capacity_changed_ ? 0 : removed_min_rate_;
+  capacity_changed_ = false;
   if (incremental_) {
     for (const FlowSlot f : added_) {
       Flow& x = flows_[f];

@@ -71,6 +71,9 @@ class MaxMinSolver {
                std::span<const double> weights = {});
   /// Removes a flow; its slot may be reused by a later add().
   void remove(FlowSlot f);
+  /// A link's capacity from the next solve on (0: the flows on it get rate 0). Every flow of
+  /// its component is recomputed (a capacity that falls can lower any rate).
+  void set_capacity(LinkIndex l, double capacity);
   /// Recomputes the rates that the adds and removes since the last call can have changed, and
   /// replaces `changed` with the flows whose rate differs from before (new flows included), in
   /// a deterministic order.
@@ -223,6 +226,7 @@ class MaxMinSolver {
   std::vector<LinkIndex> dirty_links_;
   std::vector<FlowSlot> added_;
   double removed_min_rate_ = kNoCap;
+  bool capacity_changed_ = false;
 
   // Solve state; marks compare against `epoch_` to avoid clearing.
   uint32_t epoch_ = 0;

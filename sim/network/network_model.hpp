@@ -12,6 +12,10 @@
 //
 // The QP of a route names transport state that outlives one flow (a DCQCN rate, credits): every
 // message a workload posts on a QP arrives with the same QP id.
+//
+// The fabric may change while flows run: a link's capacity changes (a degraded speed, 0 while it
+// is down: the flows on it stall), and routing may move a running flow to other links
+// (reroute()). Routers see the load the model puts on links (link_load()).
 #pragma once
 
 #include <cstdint>
@@ -112,6 +116,17 @@ class NetworkModel {
   /// Current rate of a running flow in bytes/s.
   virtual double rate(FlowHandle f) const = 0;
   virtual size_t active_flows() const = 0;
+
+  /// Bytes per second the flows on a link are given now.
+  virtual double link_load(fabric::LinkId l) const = 0;
+  /// From `now` on, the link moves `bytes_per_second` of payload (0: down; flows on it stall
+  /// until it comes back or they are rerouted). Takes effect at the next commit().
+  virtual void set_capacity(fabric::LinkId l, double bytes_per_second, Time now) = 0;
+  /// Moves a running flow onto new routes, one per route it was started with and in the same
+  /// order (same QPs and shares): the bytes not yet sent continue on them; bytes the old links
+  /// still held are sent again (RoCE's go-back-N after the path changed under them). Returns the
+  /// flow's handle from now on (it may change). Takes effect at the next commit().
+  virtual FlowHandle reroute(FlowHandle f, std::span<const Route> routes, Time now) = 0;
 
   void add_observer(NetworkObserver* o) { observers_.push_back(o); }
 

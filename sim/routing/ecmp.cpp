@@ -23,8 +23,8 @@ uint32_t EcmpRouter::choose(fabric::NodeId at, const fabric::FlowKey& key, uint3
   return ecmp_member(h, offset_[at], members);
 }
 
-void EcmpRouter::route(const RouteRequest& req, std::vector<fabric::LinkId>& out) {
-  walker_.walk(req, out, [&](fabric::NodeId at, std::span<const fabric::LinkId> hops) {
+bool EcmpRouter::route(const RouteRequest& req, std::vector<fabric::LinkId>& out) {
+  return walker_.walk(req, out, [&](fabric::NodeId at, std::span<const fabric::LinkId> hops) {
     return choose(at, req.key, static_cast<uint32_t>(hops.size()));
   });
 }

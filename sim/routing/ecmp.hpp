@@ -25,7 +25,8 @@ class EcmpRouter final : public Router {
  public:
   EcmpRouter(const fabric::Fabric& f, const EcmpConfig& config);
   std::string_view scheme() const override { return config_.hash_dst_qpn ? "e-ecmp" : "ecmp"; }
-  void route(const RouteRequest& req, std::vector<fabric::LinkId>& out) override;
+  bool route(const RouteRequest& req, std::vector<fabric::LinkId>& out) override;
+  void links_changed() override { walker_.set_view(view_); }
 
   /// The member switch `at` picks for `key` among `members` equal-cost hops.
   uint32_t choose(fabric::NodeId at, const fabric::FlowKey& key, uint32_t members) const;

@@ -1,7 +1,5 @@
 #include "sim/routing/equal_cost.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
 namespace rocesim::routing {
@@ -15,11 +13,29 @@ EqualCostTable::EqualCostTable(const fabric::Fabric& f)
       switches_.push_back(n);
     }
   }
-  in_begin_.push_back(0);
+  build();
+}
+
+void EqualCostTable::set_view(const LinkView* view) {
+  view_ = view;
+  reset();
+}
+
+void EqualCostTable::reset() {
+  by_set_.clear();
+  by_target_.clear();
+  groups_.clear();
+  members_.clear();
+  build();
+}
+
+void EqualCostTable::build() {
+  in_.clear();
+  in_begin_.assign(1, 0);
   for (fabric::NodeId s : switches_) {
-    for (fabric::LinkId l : f.in_links(s)) {
-      const uint32_t u = index_[f.link(l).src];
-      if (u != fabric::kNone) in_.push_back(u);
+    for (fabric::LinkId l : f_.in_links(s)) {
+      const uint32_t u = index_[f_.link(l).src];
+      if (u != fabric::kNone && usable(l)) in_.push_back(u);
     }
     in_begin_.push_back(static_cast<uint32_t>(in_.size()));
   }
@@ -89,20 +105,22 @@ std::span<const fabric::LinkId> EqualCostTable::next_hops(fabric::NodeId at,
   if (it == groups_.end()) {
     const std::vector<uint16_t>& d = to_neighbours(target);
     const uint32_t here = dist(index_[at], target, d);
-    ROCESIM_CHECK(here != kUnreachable,
-                  fmt::format("no path from {} to {}", f_.node(at).name, f_.node(target).name));
     const auto begin = static_cast<uint32_t>(members_.size());
-    if (here == 1 && f_.in_links(target).size() < f_.out_links(at).size()) {
+    if (here == kUnreachable) {
+      // No member: the caller finds the target unreachable.
+    } else if (here == 1 && f_.in_links(target).size() < f_.out_links(at).size()) {
       // Adjacent: the links between the two, found from the smaller side (a spine has many
       // more ports than the leaf it is heading to). In-links are in link-id order, which is the
       // order of `at`'s ports too.
       for (fabric::LinkId l : f_.in_links(target)) {
-        if (f_.link(l).src == at) members_.push_back(l);
+        if (f_.link(l).src == at && usable(l)) members_.push_back(l);
       }
     } else if (here > 0) {
       for (fabric::LinkId l : f_.out_links(at)) {
         const uint32_t n = index_[f_.link(l).dst];
-        if (n != fabric::kNone && dist(n, target, d) + 1 == here) members_.push_back(l);
+        if (n != fabric::kNone && usable(l) && dist(n, target, d) + 1 == here) {
+          members_.push_back(l);
+        }
       }
     }
     it = groups_.emplace(key, std::make_pair(begin, static_cast<uint32_t>(members_.size()))).first;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/routing/ecmp.hpp"
+#include "sim/routing/pinned.hpp"
 
 namespace rocesim::routing {
 namespace {
@@ -42,12 +43,37 @@ const ParamTable kOffsetTable{"routing.hash_offset",
                               "each switch role uses to pick an ECMP member.",
                               kOffsetParams};
 
-constexpr Param kRoutingParams[] = {
-    {.key = "scheme",
-     .type = ParamType::Choice,
-     .fallback = "ecmp",
-     .help = "ecmp hashes the 5-tuple; e-ecmp also hashes the BTH destination QP",
-     .choices = "ecmp|e-ecmp"},
+// Keys every scheme has.
+constexpr Param kSchemeParam{
+    .key = "scheme",
+    .type = ParamType::Choice,
+    .fallback = "ecmp",
+    .help =
+        "ecmp hashes the 5-tuple; e-ecmp also hashes the BTH destination QP; pinned takes "
+        "the uplink of the destination's leaf port (see the tables of each scheme)",
+    .choices = "ecmp|e-ecmp|pinned"};
+constexpr Param kSourcePortParam{
+    .key = "source_port",
+    .type = ParamType::Choice,
+    .fallback = "linux",
+    .help =
+        "how NICs pick the UDP source port of a QP: the Linux rdma_get_udp_sport rule on "
+        "the QP numbers, or uniform random in 49152-65535",
+    .choices = "linux|random"};
+// No public measurement of a RoCE fabric's reconvergence is in the sources (MODELS.md); 50 ms is
+// an assumption of the order of BFD detection (3 x 10-20 ms) plus BGP withdrawal in a Clos
+// (RFC 7938), and a parameter to sweep.
+constexpr Param kReconvergenceParam{
+    .key = "reconvergence",
+    .type = ParamType::Time,
+    .fallback = "50ms",
+    .help =
+        "time from a link or switch changing state to every switch routing around it (the "
+        "routing protocol's detection and withdrawal); meanwhile flows on a down link stall",
+    .check = Check::NonNegative};
+
+constexpr Param kEcmpParams[] = {
+    kSchemeParam,
     {.key = "hash",
      .type = ParamType::Choice,
      .fallback = "crc32",
@@ -58,35 +84,25 @@ constexpr Param kRoutingParams[] = {
      .fallback = "{}",
      .help = "hash window offset per switch role",
      .choices = "see routing.hash_offset"},
-    {.key = "source_port",
-     .type = ParamType::Choice,
-     .fallback = "linux",
-     .help = "how NICs pick the UDP source port of a QP: the Linux rdma_get_udp_sport rule on "
-             "the QP numbers, or uniform random in 49152-65535",
-     .choices = "linux|random"},
+    kSourcePortParam,
+    kReconvergenceParam,
 };
-const ParamTable kRoutingTable{"routing", "How switches choose among equal-cost paths.",
-                               kRoutingParams};
+const ParamTable kEcmpTable{
+    "routing (scheme: ecmp, e-ecmp)",
+    "How switches choose among equal-cost paths. `ecmp` (the default): each switch hashes the "
+    "RoCEv2 5-tuple of a QP's packets; `e-ecmp` also hashes the destination QP of the base "
+    "transport header (docs/models/ecmp.md).",
+    kEcmpParams};
 
-}  // namespace
+constexpr Param kPinnedParams[] = {kSchemeParam, kSourcePortParam, kReconvergenceParam};
+const ParamTable kPinnedTable{
+    "routing (scheme: pinned)",
+    "Path pinning by destination slice: every switch with a choice takes the member numbered "
+    "by the destination NIC's port on its own leaf, modulo the group size "
+    "(docs/models/routing.md).",
+    kPinnedParams};
 
-fabric::LinkId FabricWalker::link_between(fabric::NodeId a, fabric::NodeId b) const {
-  for (fabric::LinkId l : f_.out_links(a)) {
-    if (f_.link(l).dst == b) return l;
-  }
-  throw InternalError(fmt::format("no link from {} to {}", f_.node(a).name, f_.node(b).name));
-}
-
-const ParamTable& routing_table() {
-  return kRoutingTable;
-}
-
-std::span<const ParamTable* const> routing_subtables() {
-  static const ParamTable* const tables[] = {&kOffsetTable};
-  return tables;
-}
-
-std::unique_ptr<Router> make_router(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
+std::unique_ptr<Router> make_ecmp(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
   EcmpConfig c;
   c.hash = parse_hash_algorithm(r.choice("hash"));
   c.hash_dst_qpn = r.choice("scheme") == "e-ecmp";
@@ -105,6 +121,56 @@ std::unique_ptr<Router> make_router(const ParamReader& r, const fabric::Fabric& 
   set(SwitchRole::Aggregation, "aggregation");
   set(SwitchRole::Core, "core");
   return std::make_unique<EcmpRouter>(f, c);
+}
+
+std::unique_ptr<Router> make_pinned(const ParamReader&, const fabric::Fabric& f, uint64_t) {
+  return std::make_unique<PinnedRouter>(f);
+}
+
+}  // namespace
+
+fabric::LinkId FabricWalker::link_between(fabric::NodeId a, fabric::NodeId b) const {
+  for (fabric::LinkId l : f_.out_links(a)) {
+    if (f_.link(l).dst == b) return l;
+  }
+  throw InternalError(fmt::format("no link from {} to {}", f_.node(a).name, f_.node(b).name));
+}
+
+std::span<const RouterType> routing_schemes() {
+  static const RouterType schemes[] = {
+      {"ecmp", &kEcmpTable, &make_ecmp},
+      {"e-ecmp", &kEcmpTable, &make_ecmp},
+      {"pinned", &kPinnedTable, &make_pinned},
+  };
+  return schemes;
+}
+
+std::span<const ParamTable* const> routing_subtables() {
+  static const ParamTable* const tables[] = {&kOffsetTable};
+  return tables;
+}
+
+Routing make_routing(const ParamReader& parent, std::string_view key, const fabric::Fabric& f,
+                     uint64_t seed) {
+  std::string name{kSchemeParam.fallback};
+  if (parent.has(key)) {
+    const ConfigNode& section = parent.node(key);
+    if (const ConfigNode* s = section.is_map() ? section.find("scheme") : nullptr) {
+      if (s->is_scalar()) name = s->value();
+    }
+  }
+  for (const RouterType& t : routing_schemes()) {
+    if (t.name != name) continue;
+    const ParamReader r = parent.section(key, *t.table);
+    Routing out;
+    out.router = t.make(r, f, seed);
+    out.router->set_reconvergence(r.time("reconvergence"));
+    out.source_port = fabric::parse_source_port_policy(r.choice("source_port"));
+    return out;
+  }
+  // Not a known scheme: the scheme's own reader reports it, located, with the choices.
+  (void)parent.section(key, *routing_schemes().front().table).choice("scheme");
+  throw InternalError("an unknown routing scheme was accepted");
 }
 
 }  // namespace rocesim::routing

@@ -1,7 +1,12 @@
 // The Router interface: given the two GPUs of a flow and the RoCEv2 header its QP puts on the
-// wire, produce the links the flow crosses. ECMP and enhanced ECMP implement it today; path
-// pinning, traffic engineering and flowlets are meant to. The engine calls it once per QP and
-// caches the result, so a scheme may be as elaborate as it needs to be.
+// wire, produce the links the flow crosses. Schemes are chosen by `routing.scheme` from a
+// registry (routing_schemes()), each with its own parameter table. The engine asks once per QP
+// and caches the answer, so a scheme may be as elaborate as it needs to be, and asks again when
+// routing changes: after a link or switch changed state, once the scheme's reconvergence delay
+// has passed (links_changed()). A QP whose answer differs moves, running flows included.
+//
+// Routers see the links through a read-only LinkView the engine attaches: which links routing
+// believes are up, their capacity and their load now.
 //
 // A request may carry waypoints ("via"): switches the path must visit in order, e.g. the spine a
 // flow crossed in another simulator, so that a flow set can be replayed exactly. Between
@@ -17,6 +22,7 @@
 #include "sim/fabric/fabric.hpp"
 #include "sim/fabric/roce.hpp"
 #include "sim/routing/equal_cost.hpp"
+#include "sim/routing/link_view.hpp"
 
 namespace rocesim::routing {
 
@@ -34,8 +40,29 @@ class Router {
  public:
   virtual ~Router() = default;
   virtual std::string_view scheme() const = 0;
-  /// Replaces `out` with the path's links, sending GPU to receiving GPU.
-  virtual void route(const RouteRequest& req, std::vector<fabric::LinkId>& out) = 0;
+  /// Replaces `out` with the path's links, sending GPU to receiving GPU. False when routing, as
+  /// it stands, has no path between them (a link or switch on every way is down); `out` is then
+  /// unspecified.
+  virtual bool route(const RouteRequest& req, std::vector<fabric::LinkId>& out) = 0;
+  /// The links changed state and routing has converged on the view's new state: forget what
+  /// depended on the old one.
+  virtual void links_changed() = 0;
+
+  /// The view of the links (null: every link up, no loads known). Resets what depends on it.
+  void attach(const LinkView* view) {
+    view_ = view;
+    links_changed();
+  }
+  /// How long after a link or switch changes state routing reflects it (the routing protocol's
+  /// withdrawal, the controller's next computation).
+  Time reconvergence() const { return reconvergence_; }
+  void set_reconvergence(Time t) { reconvergence_ = t; }
+
+ protected:
+  const LinkView* view_ = nullptr;
+
+ private:
+  Time reconvergence_{};
 };
 
 /// Shared mechanics: the hops inside servers and the walk through the switch fabric, asking
@@ -44,29 +71,54 @@ class FabricWalker {
  public:
   explicit FabricWalker(const fabric::Fabric& f) : f_(f), equal_cost_(f) {}
 
+  /// The path through `choose`'s members of every equal-cost group; false when a link it must
+  /// take is down or a switch on the way has no next hop.
   template <typename Choose>
-  void walk(const RouteRequest& req, std::vector<fabric::LinkId>& out, Choose&& choose);
+  bool walk(const RouteRequest& req, std::vector<fabric::LinkId>& out, Choose&& choose);
 
   const fabric::Fabric& fabric() const { return f_; }
   EqualCostTable& equal_cost() { return equal_cost_; }
+  void set_view(const LinkView* view) {
+    view_ = view;
+    equal_cost_.set_view(view);
+  }
 
  private:
   fabric::LinkId link_between(fabric::NodeId a, fabric::NodeId b) const;
+  bool usable(fabric::LinkId l) const { return view_ == nullptr || view_->up(l); }
 
   const fabric::Fabric& f_;
+  const LinkView* view_ = nullptr;
   EqualCostTable equal_cost_;
 };
 
-/// The routing section of a scenario and the factory for its scheme.
-const ParamTable& routing_table();
+/// A routing scheme: its name (`routing.scheme`), the table the whole `routing` section is read
+/// against when it is chosen, and its factory.
+struct RouterType {
+  std::string_view name;
+  const ParamTable* table;
+  std::unique_ptr<Router> (*make)(const ParamReader& section, const fabric::Fabric& f,
+                                  uint64_t seed);
+};
+
+/// Every scheme, in documentation order; the first is the default.
+std::span<const RouterType> routing_schemes();
+/// Tables that the schemes' tables refer to (routing.hash_offset).
 std::span<const ParamTable* const> routing_subtables();
-std::unique_ptr<Router> make_router(const ParamReader& routing, const fabric::Fabric& f,
-                                    uint64_t seed);
+
+/// The routing section of a scenario, read against its scheme's table.
+struct Routing {
+  std::unique_ptr<Router> router;
+  fabric::SourcePortPolicy source_port = fabric::SourcePortPolicy::Linux;
+};
+/// Builds the scheme that section `key` of `parent` names (the default when absent).
+Routing make_routing(const ParamReader& parent, std::string_view key, const fabric::Fabric& f,
+                     uint64_t seed);
 
 // ---- template implementation ----
 
 template <typename Choose>
-void FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& out,
+bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& out,
                         Choose&& choose) {
   out.clear();
   const fabric::Node& s = f_.node(req.src);
@@ -74,7 +126,7 @@ void FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   ROCESIM_CHECK(req.src != req.dst, "a flow needs two different GPUs");
   if (s.server == d.server && req.via.empty() && req.relay == fabric::kNone) {
     f_.scale_up_path(req.src, req.dst, out);  // through the NVSwitch, or one mesh link
-    return;
+    return true;
   }
   fabric::NodeId sender = req.src;
   if (req.relay != fabric::kNone && req.relay != req.src) {
@@ -86,21 +138,30 @@ void FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst);
   out.push_back(link_between(sender, src_nic));
   fabric::NodeId at = f_.first_hop_switch(src_nic);
-  out.push_back(link_between(src_nic, at));
+  // The host links have no alternative: a NIC whose cable is down is cut off.
+  const fabric::LinkId uplink = link_between(src_nic, at);
+  if (!usable(uplink)) return false;
+  out.push_back(uplink);
   const fabric::NodeId last = f_.first_hop_switch(dst_nic);
   auto go_to = [&](fabric::NodeId target) {
     while (at != target) {
       const std::span<const fabric::LinkId> hops = equal_cost_.next_hops(at, target);
+      if (hops.empty()) return false;
       const fabric::LinkId l = hops.size() == 1 ? hops[0] : hops[choose(at, hops)];
       out.push_back(l);
       at = f_.link(l).dst;
     }
+    return true;
   };
-  for (fabric::NodeId w : req.via)
-    go_to(w);
-  go_to(last);
-  out.push_back(link_between(last, dst_nic));
+  for (fabric::NodeId w : req.via) {
+    if (!go_to(w)) return false;
+  }
+  if (!go_to(last)) return false;
+  const fabric::LinkId downlink = link_between(last, dst_nic);
+  if (!usable(downlink)) return false;
+  out.push_back(downlink);
   out.push_back(link_between(dst_nic, req.dst));
+  return true;
 }
 
 }  // namespace rocesim::routing

@@ -17,6 +17,7 @@
 #include "sim/network/fluid_network.hpp"
 #include "sim/network/registry.hpp"
 #include "sim/scenario/calibration.hpp"
+#include "sim/scenario/events.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/topology/builders.hpp"
 #include "sim/topology/node_interior.hpp"
@@ -59,8 +60,8 @@ constexpr Param kScenarioParams[] = {
     {.key = "routing",
      .type = ParamType::Section,
      .fallback = "{}",
-     .help = "routing scheme",
-     .choices = "see routing"},
+     .help = "routing scheme and its parameters",
+     .choices = "see the routing schemes"},
     {.key = "network",
      .type = ParamType::Section,
      .fallback = "{}",
@@ -70,6 +71,11 @@ constexpr Param kScenarioParams[] = {
      .type = ParamType::List,
      .help = "traffic to simulate; `rocesim run` needs at least one",
      .choices = "see the workload types",
+     .optional = true},
+    {.key = "events",
+     .type = ParamType::List,
+     .help = "links and switches that go down, come back or change speed during the run",
+     .choices = "see events item",
      .optional = true},
     {.key = "nccl",
      .type = ParamType::Section,
@@ -324,14 +330,15 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   run->seed = o.seed.value_or(static_cast<uint64_t>(r.integer("seed")));
   run->fabric = topology::build_topology(r.node("topology"), &sink);
 
-  const ParamReader routing = r.section("routing", routing::routing_table());
-  run->router = routing::make_router(routing, run->fabric, run->seed);
+  routing::Routing routing = routing::make_routing(r, "routing", run->fabric, run->seed);
+  run->router = std::move(routing.router);
   run->network = network::make_network(r, "network", run->fabric, {.threads = o.threads});
 
   engine::SimulationConfig sc;
   sc.seed = run->seed;
-  sc.source_port = fabric::parse_source_port_policy(routing.choice("source_port"));
+  sc.source_port = routing.source_port;
   run->sim = std::make_unique<engine::Simulation>(run->fabric, *run->router, *run->network, sc);
+  if (r.has("events")) read_events(r, r.node("events"), *run->sim);
 
   run->nccl = collectives::nccl::read_nccl(r.section("nccl", collectives::nccl::nccl_table()),
                                            collectives::nccl::NcclConfig{}, false);
@@ -448,7 +455,9 @@ std::vector<const ParamTable*> all_tables() {
   for (const ParamTable* s : topology::rail_subtables())
     t.push_back(s);
   t.push_back(&topology::server_table());
-  t.push_back(&routing::routing_table());
+  for (const routing::RouterType& s : routing::routing_schemes()) {
+    if (std::find(t.begin(), t.end(), s.table) == t.end()) t.push_back(s.table);
+  }
   for (const ParamTable* s : routing::routing_subtables())
     t.push_back(s);
   for (const network::NetworkModelType& m : network::network_models())
@@ -457,6 +466,7 @@ std::vector<const ParamTable*> all_tables() {
     t.push_back(s);
   t.push_back(&collectives::nccl::nccl_table());
   t.push_back(&kJobTable);
+  t.push_back(&event_table());
   for (const WorkloadKind& k : workload_kinds())
     t.push_back(k.table);
   t.push_back(&workload::kFlowTable);

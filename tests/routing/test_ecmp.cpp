@@ -31,11 +31,8 @@ using fabric::Fabric;
 using fabric::LinkId;
 using fabric::NodeId;
 
-/// A router from a routing section in YAML (defaults from the routing table).
 std::unique_ptr<Router> make(const Fabric& f, const std::string& routing_yaml, uint64_t seed) {
-  const ConfigNode node = scenario::load_yaml_text(routing_yaml, "routing.yaml");
-  const ParamReader r(node, routing_table());
-  return make_router(r, f, seed);
+  return test::router_from_yaml(f, routing_yaml, seed);
 }
 
 /// Height in the tree: GPU 0, NIC and NVSwitch 1, fabric switches 1 + their tier.
@@ -289,8 +286,8 @@ node: {gpus: 1}
 leaf: {uplinks: 4}
 spine: {count: 4}
 )");
-  const auto ecmp = make(f, "scheme: ecmp", 1);
-  const auto eecmp = make(f, "scheme: e-ecmp", 1);
+  const auto ecmp = make(f, "{scheme: ecmp}", 1);
+  const auto eecmp = make(f, "{scheme: e-ecmp}", 1);
   EXPECT_EQ(ecmp->scheme(), "ecmp");
   EXPECT_EQ(eecmp->scheme(), "e-ecmp");
   fabric::FlowKey key{f.ip_of(f.nics()[0]), f.ip_of(f.nics()[1]), 0xC555, 4791, 17, 0};

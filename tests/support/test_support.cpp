@@ -37,6 +37,15 @@ fabric::Fabric fabric_from_yaml(const std::string& topology_yaml) {
   return topology::build_topology(root);
 }
 
+std::unique_ptr<routing::Router> router_from_yaml(const fabric::Fabric& f,
+                                                  const std::string& routing_yaml, uint64_t seed) {
+  static constexpr Param kParams[] = {
+      {.key = "routing", .type = ParamType::Section, .fallback = "{}", .choices = "routing"}};
+  static const ParamTable kTable{"test", "", kParams};
+  const ConfigNode root = scenario::load_yaml_text("routing: " + routing_yaml, "<test routing>");
+  return routing::make_routing(ParamReader(root, kTable), "routing", f, seed).router;
+}
+
 std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yaml, uint64_t seed,
                                                           int threads) {
   scenario::Overrides o;

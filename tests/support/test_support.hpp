@@ -10,6 +10,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/fabric/fabric.hpp"
+#include "sim/routing/router.hpp"
 #include "sim/scenario/scenario.hpp"
 
 namespace rocesim::test {
@@ -23,6 +24,11 @@ std::string temp_dir(const std::string& tag);
 
 /// Builds and seals a fabric from a topology mapping in YAML text.
 fabric::Fabric fabric_from_yaml(const std::string& topology_yaml);
+/// A router from a `routing` section in YAML text, e.g. "{scheme: pinned}" (defaults from its
+/// scheme's table).
+std::unique_ptr<routing::Router> router_from_yaml(const fabric::Fabric& f,
+                                                  const std::string& routing_yaml,
+                                                  uint64_t seed = 1);
 /// Loads a scenario from YAML text (relative paths resolve against the source tree).
 std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yaml,
                                                           uint64_t seed = 1, int threads = 1);

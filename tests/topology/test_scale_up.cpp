@@ -57,8 +57,7 @@ routing::RouteRequest request(NodeId src, NodeId dst, NodeId relay = fabric::kNo
 }
 
 std::unique_ptr<routing::Router> ecmp(const Fabric& f) {
-  const ConfigNode node = scenario::load_yaml_text("scheme: ecmp\n", "routing.yaml");
-  return routing::make_router(ParamReader(node, routing::routing_table()), f, 1);
+  return test::router_from_yaml(f, "{scheme: ecmp}");
 }
 
 // ---- counts and capacities ----

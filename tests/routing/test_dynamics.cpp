@@ -1,0 +1,321 @@
+// Routing that changes during a run and the schemes beyond hashing: path pinning by destination
+// slice (whole racks, partial racks, after a failure), links that go down, come back and change
+// speed (capacities in the network model, reconvergence, flows moved), and the errors of the
+// `events:` list. Each expectation is derived in the comment above its check.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/fabric/roce.hpp"
+#include "sim/routing/pinned.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace rocesim::routing {
+namespace {
+
+using fabric::Fabric;
+using fabric::LinkId;
+using fabric::NodeId;
+
+/// `racks` racks of `hosts` one-GPU servers at 400G, each leaf with `hosts` 400G uplinks to
+/// `hosts` spines (1:1).
+std::string clos(int racks, int hosts) {
+  return fmt::format(R"(type: clos
+racks: {0}
+nodes_per_rack: {1}
+node: {{gpus: 1, nic_speed: 400Gbps}}
+leaf: {{uplinks: {1}, uplink_speed: 400Gbps}}
+spine: {{count: {1}}}
+)",
+                     racks, hosts);
+}
+
+/// Links every routing view says are up, except `down`.
+class Down final : public LinkView {
+ public:
+  explicit Down(std::vector<LinkId> down) : down_(std::move(down)) {}
+  bool up(LinkId l) const override {
+    return std::find(down_.begin(), down_.end(), l) == down_.end();
+  }
+  double capacity(LinkId) const override { return 0; }
+  double load(LinkId) const override { return 0; }
+
+ private:
+  std::vector<LinkId> down_;
+};
+
+/// Flows per leaf->spine link when GPU src[i] sends to GPU dst[i].
+std::map<LinkId, int> uplink_flows(const Fabric& f, Router& r, const std::vector<int>& src,
+                                   const std::vector<int>& dst) {
+  std::map<LinkId, int> count;
+  fabric::QpAllocator qa(f, 1, fabric::SourcePortPolicy::Linux);
+  std::vector<LinkId> path;
+  for (size_t i = 0; i < src.size(); ++i) {
+    const NodeId a = f.gpu(static_cast<uint32_t>(src[i]));
+    const NodeId b = f.gpu(static_cast<uint32_t>(dst[i]));
+    const NodeId na = f.nic_of_gpu(a), nb = f.nic_of_gpu(b);
+    EXPECT_TRUE(r.route(RouteRequest{a, b, qa.key(f, na, nb, qa.open(na, nb)), {}}, path));
+    for (const LinkId l : path) {
+      if (f.node(f.link(l).src).role == fabric::SwitchRole::Leaf &&
+          f.node(f.link(l).dst).role == fabric::SwitchRole::Spine) {
+        ++count[l];
+      }
+    }
+  }
+  return count;
+}
+
+int most(const std::map<LinkId, int>& m) {
+  int x = 0;
+  for (const auto& [l, n] : m)
+    x = std::max(x, n);
+  return x;
+}
+
+TEST(Pinned, WholeRacksMakeEveryPermutationCollisionFree) {
+  // 2 racks of 8 hosts, 8 uplinks per leaf. Rack 0 sends to rack 1 by a permutation pi and rack
+  // 1 to rack 0 by another. Destinations of one leaf's flows have distinct slices pi(i), so
+  // their uplinks slice mod 8 are distinct: 8 flows on 8 uplinks of each leaf, one each (max-mean
+  // ratio 1.0). ECMP hashing the same flows collides on some seed (balls into bins: the chance
+  // of no collision is 8!/8^8 = 0.24% per leaf).
+  const Fabric f = test::fabric_from_yaml(clos(2, 8));
+  const auto pinned = test::router_from_yaml(f, "{scheme: pinned}");
+  const std::vector<int> pi = {3, 6, 0, 7, 1, 4, 2, 5};
+  std::vector<int> src, dst;
+  for (int i = 0; i < 8; ++i) {
+    src.push_back(i);
+    dst.push_back(8 + pi[static_cast<size_t>(i)]);
+    src.push_back(8 + i);
+    dst.push_back(pi[static_cast<size_t>(7 - i)]);
+  }
+  const auto count = uplink_flows(f, *pinned, src, dst);
+  EXPECT_EQ(count.size(), 16u);  // every uplink of both leaves, once
+  EXPECT_EQ(most(count), 1);
+  int worst_ecmp = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const auto ecmp = test::router_from_yaml(f, "{scheme: ecmp}", seed);
+    worst_ecmp = std::max(worst_ecmp, most(uplink_flows(f, *ecmp, src, dst)));
+  }
+  EXPECT_GE(worst_ecmp, 2);
+}
+
+TEST(Pinned, PartialRacksCollide) {
+  // Three racks of 4; the job has hosts 0 and 1 of rack 0 and host 0 of racks 1 and 2. Both
+  // destinations are slice 0, so both flows leave leaf 0 on its uplink 0: 2 flows on one link,
+  // where whole racks would give one per uplink.
+  const Fabric f = test::fabric_from_yaml(clos(3, 4));
+  const auto pinned = test::router_from_yaml(f, "{scheme: pinned}");
+  const auto count = uplink_flows(f, *pinned, {0, 1}, {4, 8});
+  ASSERT_EQ(count.size(), 1u);
+  EXPECT_EQ(count.begin()->second, 2);
+  EXPECT_EQ(f.node(f.link(count.begin()->first).dst).name, "spine0");
+}
+
+TEST(Pinned, AFailedUplinkFoldsTwoSlicesOntoOneLink) {
+  // 4 uplinks; uplink 3 of leaf 0 down. The group toward leaf 1 has 3 members, so slices 0 and 3
+  // both take member 0 (3 mod 3 = 0): the flows to hosts 0 and 3 of rack 1 share a link.
+  const Fabric f = test::fabric_from_yaml(clos(2, 4));
+  auto pinned = test::router_from_yaml(f, "{scheme: pinned}");
+  const NodeId leaf0 = f.find("leaf0"), spine3 = f.find("spine3");
+  std::vector<LinkId> cut;
+  for (const LinkId l : f.out_links(leaf0)) {
+    if (f.link(l).dst == spine3) cut = {l, f.link(l).reverse};
+  }
+  ASSERT_EQ(cut.size(), 2u);
+  const Down view(cut);
+  pinned->attach(&view);
+  const auto count = uplink_flows(f, *pinned, {0, 1, 2, 3}, {4, 5, 6, 7});
+  EXPECT_EQ(count.size(), 3u);
+  EXPECT_EQ(most(count), 2);
+  EXPECT_EQ(count.count(cut[0]), 0u);
+}
+
+TEST(Routing, NoPathWhenTheDestinationsCableIsDown) {
+  const Fabric f = test::fabric_from_yaml(clos(2, 2));
+  auto ecmp = test::router_from_yaml(f, "{}");
+  const NodeId nic = f.find("node2/nic0"), leaf1 = f.find("leaf1");
+  std::vector<LinkId> cut;
+  for (const LinkId l : f.out_links(leaf1)) {
+    if (f.link(l).dst == nic) cut = {l, f.link(l).reverse};
+  }
+  const Down view(cut);
+  ecmp->attach(&view);
+  std::vector<LinkId> path;
+  EXPECT_FALSE(ecmp->route(RouteRequest{f.gpu(0), f.gpu(2), {}, {}}, path));
+  EXPECT_TRUE(ecmp->route(RouteRequest{f.gpu(0), f.gpu(3), {}, {}}, path));
+}
+
+// ---- link events in a run ----
+
+/// 2 racks of 2 one-GPU hosts, 2 spines, every port 400G; pinned routing (host i of rack 0 to
+/// host i of rack 1 over spine i), two flows of `bytes` and the given events and network.
+std::string two_flows(const std::string& events, const std::string& network = "{}",
+                      const std::string& bytes = "100MB") {
+  return fmt::format(R"(name: failure
+topology:
+  type: clos
+  racks: 2
+  nodes_per_rack: 2
+  node: {{gpus: 1, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 2, uplink_speed: 400Gbps}}
+  spine: {{count: 2}}
+routing: {{scheme: pinned, reconvergence: 100us}}
+network: {0}
+workloads:
+  - {{name: a, type: flows, flows: [{{src: 0, dst: 2, bytes: {1}}}]}}
+  - {{name: b, type: flows, flows: [{{src: 1, dst: 3, bytes: {1}}}]}}
+{2}
+)",
+                     network, bytes, events);
+}
+
+double end_us(const scenario::ScenarioRun& run, size_t w) {
+  return run.sim->workloads()[w].end.in_us();
+}
+
+TEST(LinkEvents, ALinkDownStallsItsFlowThenMovesItAfterReconvergence) {
+  // C = payload rate of a 400G port, B = 100 MB per flow, t0 = 50 us, R = 100 us. Flow a rides
+  // spine 0, flow b spine 1 (pinned), each at C. leaf0-spine1 goes down at t0: b stalls (rate 0)
+  // until t0 + R, when routing moves it to spine 0, where a and b share C. With
+  //   r_a = B - C (t0 + R)   (a's bytes left then),   r_b = B - C t0,
+  // a ends at t0 + R + 2 r_a / C; b has r_b - r_a = C R left and, alone, ends R later.
+  // Delivery adds the path latency L (same for both).
+  const auto base = test::scenario_from_yaml(two_flows(""));
+  base->run();
+  const auto run = test::scenario_from_yaml(
+      two_flows("events:\n  - {at: 50us, action: down, link: [leaf0, spine1]}"));
+  run->run();
+  const double C = test::roce_payload(400e9);
+  const double B = 100e6, t0 = 50e-6, R = 100e-6;
+  const double alone = B / C;  // without the failure: both at C
+  const double L = end_us(*base, 0) - alone * 1e6;
+  ASSERT_NEAR(end_us(*base, 1), end_us(*base, 0), 1e-3);
+  const double ra = B - C * (t0 + R);
+  const double a_end = t0 + R + 2 * ra / C;
+  EXPECT_NEAR(end_us(*run, 0), a_end * 1e6 + L, 0.01);
+  EXPECT_NEAR(end_us(*run, 1), (a_end + R) * 1e6 + L, 0.01);
+
+  const auto events = run->sim->link_events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].what, "down leaf0-spine1");
+  EXPECT_EQ(events[0].links.size(), 2u);  // both directions of the cable
+  EXPECT_NEAR(events[0].converged.in_us(), (t0 + R) * 1e6, 1e-6);
+  EXPECT_EQ(events[0].flows_rerouted, 1u);
+  EXPECT_EQ(events[0].qps_rerouted, 1u);
+  EXPECT_EQ(events[0].qps_unroutable, 0u);
+}
+
+TEST(LinkEvents, ASlowerLinkSlowsItsFlowFromThatInstant) {
+  // Flow b's uplink runs at 200G from t0 = 50 us: b moves C t0, then the rest at C / 2:
+  // end = t0 + 2 (B - C t0) / C. Routing does not change (a speed is not a failure).
+  const auto base = test::scenario_from_yaml(two_flows(""));
+  base->run();
+  const auto run = test::scenario_from_yaml(
+      two_flows("events:\n  - {at: 50us, action: speed, speed: 200Gbps, link: [leaf0, spine1]}"));
+  run->run();
+  const double C = test::roce_payload(400e9);
+  const double B = 100e6, t0 = 50e-6;
+  const double L = end_us(*base, 1) - B / C * 1e6;
+  EXPECT_NEAR(end_us(*run, 0), end_us(*base, 0), 1e-6);
+  EXPECT_NEAR(end_us(*run, 1), (t0 + 2 * (B - C * t0) / C) * 1e6 + L, 0.01);
+  EXPECT_EQ(run->sim->link_events()[0].qps_rerouted, 0u);
+}
+
+TEST(LinkEvents, ALinkThatComesBackBeforeReconvergenceOnlyPausesItsFlow) {
+  // Down at 50 us, up at 80 us (a flap shorter than R = 100 us): b stalls 30 us and resumes on
+  // its own path; routing, converging at 150 and 180 us on a fabric that is whole again, moves
+  // nothing. b ends 30 us after a.
+  const auto run = test::scenario_from_yaml(two_flows(
+      "events:\n  - {at: 50us, action: flap, link: [leaf0, spine1], period: 60us, down_for: "
+      "30us}"));
+  run->run();
+  EXPECT_NEAR(end_us(*run, 1) - end_us(*run, 0), 30, 1e-3);
+  for (const engine::LinkEvent& e : run->sim->link_events())
+    EXPECT_EQ(e.flows_rerouted, 0u) << e.what;
+  EXPECT_EQ(run->sim->link_events().size(), 2u);
+}
+
+TEST(LinkEvents, LaterEventsDoNotExtendTheRun) {
+  const auto run =
+      test::scenario_from_yaml(two_flows("events:\n  - {at: 1s, action: down, switch: spine0}"));
+  run->run();
+  EXPECT_EQ(run->sim->end_time(), run->sim->workloads()[1].end);
+  EXPECT_FALSE(run->sim->link_events()[0].applied);
+}
+
+TEST(LinkEvents, TheFluidModelDropsAtADownLinkAndMovesFlowsToo) {
+  // The same failure in the fluid model. A link that is down drops what reaches it (the sender
+  // sends it again later): no queue builds there, so nothing is paused and nothing marked
+  // upstream of it, and b, stalled, makes no progress until it moves. After the move a and b
+  // share one uplink under DCQCN, so both end later than without the failure, b last.
+  const std::string ev = "events:\n  - {at: 50us, action: down, link: [leaf0, spine1]}";
+  const auto whole = test::scenario_from_yaml(two_flows("", "{model: fluid}"));
+  whole->run();
+  const auto fluid = test::scenario_from_yaml(two_flows(ev, "{model: fluid}"));
+  fluid->run();
+  EXPECT_EQ(fluid->sim->link_events()[0].flows_rerouted, 1u);
+  EXPECT_GT(end_us(*fluid, 0), end_us(*whole, 0));
+  EXPECT_GT(end_us(*fluid, 1), end_us(*fluid, 0));
+  // b's NIC, seeing no mark, sends at its line rate C into the dead link for R = 100 us: the
+  // leaf->spine tier drops C R bytes; had the link held them instead, its queue would have
+  // reached XOFF within microseconds and paused leaf 0's ingress from b's NIC.
+  const double C = test::roce_payload(400e9), R = 100e-6;
+  const auto tiers = fluid->recorder->congestion().tiers();
+  const auto& classes = fluid->fabric.link_classes();
+  bool seen = false;
+  for (size_t c = 0; c < tiers.size(); ++c) {
+    if (classes[c] == "leaf->spine") {
+      seen = true;
+      EXPECT_NEAR(tiers[c].drops / (C * R), 1.0, 0.02);
+    }
+    if (classes[c] == "nic->leaf") {
+      EXPECT_EQ(tiers[c].pauses, 0u);
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(LinkEvents, AFabricCutForGoodIsALocatedError) {
+  // The receiving NIC's cable goes down and never comes back: no path, the flow waits forever.
+  const std::string yaml =
+      two_flows("events:\n  - {at: 10us, action: down, link: [leaf1, node3/nic0]}");
+  const InputError e = test::input_error([&] { test::scenario_from_yaml(yaml)->run(); });
+  EXPECT_TRUE(test::contains(e.what(), "traffic can never finish")) << e.what();
+  EXPECT_TRUE(test::contains(e.what(), "down leaf1-node3/nic0")) << e.what();
+  EXPECT_EQ(e.where().line, 15);
+}
+
+TEST(LinkEvents, BadEventsAreLocatedErrors) {
+  struct Case {
+    std::string event, key, expected;
+  };
+  const Case cases[] = {
+      {"{at: 1us, action: down, link: [leaf0, spine1], switch: spine0}", "switch",
+       "exactly one of 'link' and 'switch'"},
+      {"{at: 1us, action: down}", "link", "exactly one of 'link' and 'switch'"},
+      {"{at: 1us, action: down, link: [leaf0, leaf1]}", "link", "two nodes joined by a cable"},
+      {"{at: 1us, action: down, link: [leaf0, node0/gpu0]}", "link[1]",
+       "the name of a fabric switch or a NIC"},
+      {"{at: 1us, action: speed, speed: 800Gbps, link: [leaf0, spine1]}", "speed",
+       "at most the links' nominal rate"},
+      {"{at: 1us, action: down, speed: 100Gbps, link: [leaf0, spine1]}", "speed",
+       "no such key unless action is speed"},
+      {"{at: 1us, action: flap, link: [leaf0, spine1], period: 10us, down_for: 10us}", "down_for",
+       "less than the period"},
+      {"{at: 1us, action: reboot, link: [leaf0, spine1]}", "action", "one of"},
+  };
+  for (const Case& c : cases) {
+    const InputError e = test::input_error(
+        [&] { (void)test::scenario_from_yaml(two_flows("events:\n  - " + c.event)); });
+    EXPECT_TRUE(test::contains(e.key(), "events[0]." + c.key)) << c.event << ": " << e.key();
+    EXPECT_TRUE(test::contains(e.what(), c.expected)) << c.event << ": " << e.what();
+    EXPECT_EQ(e.where().line, 15) << c.event;
+  }
+}
+
+}  // namespace
+}  // namespace rocesim::routing
