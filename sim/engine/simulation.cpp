@@ -10,6 +10,7 @@ void Workload::on_timer(Simulation&, WorkloadId, uint64_t) {}
 void Workload::figures(WorkloadFigures&, Time) const {}
 
 void Observer::on_qp_routed(QpIndex, routing::PathId) {}
+void Observer::on_qp_rerouted(QpIndex, routing::PathId, routing::PathId) {}
 void Observer::on_flow_delivered(const FlowRecord&) {}
 void Observer::on_workload_done(WorkloadId, Time, Time) {}
 
@@ -115,12 +116,13 @@ void Simulation::reconverge(uint32_t i) {
     }
     const std::span<const fabric::LinkId> old = paths_.links(info.path);
     if (std::equal(old.begin(), old.end(), route_scratch_.begin(), route_scratch_.end())) continue;
+    const routing::PathId from = info.path;
     info.path = paths_.add(fabric_, route_scratch_);
     lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
     qp_moved_[q] = 1;
     ++e.qps_rerouted;
     for (Observer* o : observers_)
-      o->on_qp_routed(q, info.path);
+      o->on_qp_rerouted(q, from, info.path);
   }
   if (e.qps_rerouted == 0) return;
   for (uint32_t slot = 0; slot < running_.capacity(); ++slot) {

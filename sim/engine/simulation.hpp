@@ -130,6 +130,8 @@ class Observer {
  public:
   virtual ~Observer() = default;
   virtual void on_qp_routed(QpIndex qp, routing::PathId path);
+  /// Routing moved a QP from path `from` to path `to` after a link event.
+  virtual void on_qp_rerouted(QpIndex qp, routing::PathId from, routing::PathId to);
   virtual void on_flow_delivered(const FlowRecord& flow);
   virtual void on_workload_done(WorkloadId w, Time start, Time end);
 };

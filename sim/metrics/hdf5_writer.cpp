@@ -191,6 +191,15 @@ struct TierRow {
   uint32_t max_qps;
   double mmr;
 };
+struct LinkEventRow {
+  uint32_t id;
+  char what[kName];
+  int64_t at_ps;
+  uint8_t applied;
+  int64_t converged_ps;  // -1: routing never reflected it (a speed change, or after the end)
+  uint32_t links;
+  uint64_t qps_rerouted, flows_rerouted, qps_unroutable;
+};
 struct CongestionTierRow {
   char link_class[kName];
   uint64_t links;
@@ -453,6 +462,35 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     FIELD(t, TierRow, max_qps, H5T_NATIVE_UINT32);
     FIELD(t, TierRow, mmr, H5T_NATIVE_DOUBLE);
     write_table(out, file, "tiers", t, rows.data(), rows.size());
+  }
+  if (const std::span<const engine::LinkEvent> events = rec.simulation().link_events();
+      !events.empty()) {
+    std::vector<LinkEventRow> rows;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const engine::LinkEvent& e = events[i];
+      LinkEventRow r{};
+      r.id = static_cast<uint32_t>(i);
+      copy_name(r.what, e.what);
+      r.at_ps = e.at.count_ps();
+      r.applied = e.applied ? 1 : 0;
+      r.converged_ps = e.converged.is_infinite() ? -1 : e.converged.count_ps();
+      r.links = static_cast<uint32_t>(e.links.size());
+      r.qps_rerouted = e.qps_rerouted;
+      r.flows_rerouted = e.flows_rerouted;
+      r.qps_unroutable = e.qps_unroutable;
+      rows.push_back(r);
+    }
+    Handle t(H5Tcreate(H5T_COMPOUND, sizeof(LinkEventRow)), H5Tclose);
+    FIELD(t, LinkEventRow, id, H5T_NATIVE_UINT32);
+    FIELD(t, LinkEventRow, what, name_t);
+    FIELD(t, LinkEventRow, at_ps, H5T_NATIVE_INT64);
+    FIELD(t, LinkEventRow, applied, H5T_NATIVE_UINT8);
+    FIELD(t, LinkEventRow, converged_ps, H5T_NATIVE_INT64);
+    FIELD(t, LinkEventRow, links, H5T_NATIVE_UINT32);
+    FIELD(t, LinkEventRow, qps_rerouted, H5T_NATIVE_UINT64);
+    FIELD(t, LinkEventRow, flows_rerouted, H5T_NATIVE_UINT64);
+    FIELD(t, LinkEventRow, qps_unroutable, H5T_NATIVE_UINT64);
+    write_table(out, file, "link_events", t, rows.data(), rows.size());
   }
   const CongestionRecorder& cr = rec.congestion();
   if (cr.any()) {

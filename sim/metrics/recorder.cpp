@@ -28,6 +28,14 @@ void Recorder::on_qp_routed(engine::QpIndex, routing::PathId path) {
     ++links_[l].qps;
 }
 
+void Recorder::on_qp_rerouted(engine::QpIndex, routing::PathId from, routing::PathId to) {
+  // A link's QP count is of the QPs routed across it as the run ends.
+  for (fabric::LinkId l : sim_.paths().links(from))
+    --links_[l].qps;
+  for (fabric::LinkId l : sim_.paths().links(to))
+    ++links_[l].qps;
+}
+
 void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
   ++flows_seen_;
   // Bytes are counted per path and spread over the path's links once, in finalize(): a path

@@ -52,6 +52,7 @@ class Recorder final : public engine::Observer {
   Recorder(const engine::Simulation& sim, size_t max_flows);
 
   void on_qp_routed(engine::QpIndex qp, routing::PathId path) override;
+  void on_qp_rerouted(engine::QpIndex qp, routing::PathId from, routing::PathId to) override;
   void on_flow_delivered(const engine::FlowRecord& flow) override;
 
   /// Fills the per-link, per-tier and per-workload results; call after Simulation::run().

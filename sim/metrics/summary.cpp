@@ -41,6 +41,17 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
                        t.links, 100 * t.mean_utilization, 100 * t.max_utilization, t.mean_qps,
                        t.max_qps, t.mmr);
   }
+  if (!sim.link_events().empty()) {
+    out += fmt::format("\n{:<36} {:>12} {:>12} {:>13} {:>14} {:>11}\n", "link event", "at",
+                       "converged", "QPs rerouted", "flows rerouted", "no path");
+    for (const engine::LinkEvent& e : sim.link_events()) {
+      const std::string converged = !e.applied                  ? "not reached"
+                                    : e.converged.is_infinite() ? "-"
+                                                                : format_time(e.converged);
+      out += fmt::format("{:<36} {:>12} {:>12} {:>13} {:>14} {:>11}\n", e.what, format_time(e.at),
+                         converged, e.qps_rerouted, e.flows_rerouted, e.qps_unroutable);
+    }
+  }
   const CongestionRecorder& cr = rec.congestion();
   if (cr.any()) {
     out += fmt::format("\n{:<24} {:>8} {:>8} {:>10} {:>12} {:>10}\n", "congestion", "paused",

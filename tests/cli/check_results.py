@@ -369,6 +369,28 @@ def check_congestion(f, c):
             c.check(len(t) <= 512, f"/congestion/{name}: id {i} has more than 512 samples")
 
 
+def check_link_events(f, c):
+    """/link_events (a scenario with events:): times in order of cause and effect, counts within
+    what the run had."""
+    if "link_events" not in f:
+        return
+    ev = f["link_events"][:]
+    end = f["meta"].attrs["end_ps"]
+    c.check(bool(np.all(ev["id"] == np.arange(len(ev)))), "/link_events: ids are not the rows")
+    c.check(bool(np.all(ev["links"] >= 1)), "/link_events: an event without links")
+    applied = ev["applied"] == 1
+    c.check(bool(np.all(ev["at_ps"][applied] <= end)), "/link_events: applied after the end")
+    conv = ev["converged_ps"] >= 0
+    c.check(bool(np.all(ev["converged_ps"][conv] >= ev["at_ps"][conv])),
+            "/link_events: converged before it happened")
+    c.check(bool(np.all(applied[conv])), "/link_events: converged but never applied")
+    qps = len(f["qps"])
+    c.check(bool(np.all(ev["qps_rerouted"] + ev["qps_unroutable"] <= qps)),
+            "/link_events: more QPs moved than there are")
+    c.check(bool(np.all((ev["qps_rerouted"] > 0) | (ev["flows_rerouted"] == 0))),
+            "/link_events: flows moved without a QP moving")
+
+
 def check_differs(f, other_path, c):
     with h5py.File(other_path, "r") as g:
         c.check(not np.array_equal(f["qps"][:], g["qps"][:]),
@@ -387,6 +409,7 @@ def main():
     with h5py.File(args.results, "r") as f:
         check_tables(f, c)
         check_congestion(f, c)
+        check_link_events(f, c)
         if args.tables_only:
             c.check("tables" in f, "no /tables")
         elif check_structure(f, c):
