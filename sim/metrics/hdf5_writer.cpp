@@ -190,6 +190,9 @@ struct TierRow {
   double capacity_bps, mean_utilization, max_utilization, mean_qps;
   uint32_t max_qps;
   double mmr;
+  double p50_utilization, p90_utilization, p99_utilization;
+  uint64_t busy_links;
+  double busy_mmr;
 };
 struct LinkEventRow {
   uint32_t id;
@@ -450,6 +453,11 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
       r.mean_qps = tr.mean_qps;
       r.max_qps = tr.max_qps;
       r.mmr = tr.mmr;
+      r.p50_utilization = tr.p50_utilization;
+      r.p90_utilization = tr.p90_utilization;
+      r.p99_utilization = tr.p99_utilization;
+      r.busy_links = tr.busy_links;
+      r.busy_mmr = tr.busy_mmr;
       rows.push_back(r);
     }
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(TierRow)), H5Tclose);
@@ -461,6 +469,11 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     FIELD(t, TierRow, mean_qps, H5T_NATIVE_DOUBLE);
     FIELD(t, TierRow, max_qps, H5T_NATIVE_UINT32);
     FIELD(t, TierRow, mmr, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, p50_utilization, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, p90_utilization, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, p99_utilization, H5T_NATIVE_DOUBLE);
+    FIELD(t, TierRow, busy_links, H5T_NATIVE_UINT64);
+    FIELD(t, TierRow, busy_mmr, H5T_NATIVE_DOUBLE);
     write_table(out, file, "tiers", t, rows.data(), rows.size());
   }
   if (const std::span<const engine::LinkEvent> events = rec.simulation().link_events();

@@ -17,6 +17,15 @@ double max_mean_ratio(const std::vector<uint32_t>& counts) {
   return static_cast<double>(most) * static_cast<double>(counts.size()) / static_cast<double>(sum);
 }
 
+double quantile(std::vector<double>& values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double k = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(k));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (k - static_cast<double>(lo));
+}
+
 Recorder::Recorder(const engine::Simulation& sim, size_t max_flows)
     : sim_(sim),
       max_flows_(max_flows),
@@ -70,6 +79,7 @@ void Recorder::finalize() {
 
   tiers_.assign(f.link_classes().size(), TierResult{});
   std::vector<std::vector<uint32_t>> qps(tiers_.size());
+  std::vector<std::vector<double>> utilization(tiers_.size());
   for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
     const fabric::Link& link = f.link(l);
     TierResult& t = tiers_[link.link_class];
@@ -78,6 +88,7 @@ void Recorder::finalize() {
     t.mean_utilization += links_[l].utilization;
     t.max_utilization = std::max(t.max_utilization, links_[l].utilization);
     qps[link.link_class].push_back(links_[l].qps);
+    utilization[link.link_class].push_back(links_[l].utilization);
   }
   for (size_t c = 0; c < tiers_.size(); ++c) {
     TierResult& t = tiers_[c];
@@ -90,6 +101,15 @@ void Recorder::finalize() {
     }
     t.mean_qps = static_cast<double>(sum) / static_cast<double>(t.links);
     t.mmr = max_mean_ratio(qps[c]);
+    std::vector<uint32_t> busy;
+    for (uint32_t q : qps[c]) {
+      if (q > 0) busy.push_back(q);
+    }
+    t.busy_links = busy.size();
+    t.busy_mmr = max_mean_ratio(busy);
+    t.p50_utilization = quantile(utilization[c], 0.5);
+    t.p90_utilization = quantile(utilization[c], 0.9);
+    t.p99_utilization = quantile(utilization[c], 0.99);
   }
 
   for (const engine::WorkloadState& s : sim_.workloads()) {

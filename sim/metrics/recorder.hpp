@@ -35,9 +35,14 @@ struct TierResult {
   double capacity_bps = 0;  // of one link (the largest in the class)
   double mean_utilization = 0;
   double max_utilization = 0;
+  // The distribution of the links' utilisations (linear interpolation between order
+  // statistics), every link of the class counted.
+  double p50_utilization = 0, p90_utilization = 0, p99_utilization = 0;
   double mean_qps = 0;  // routed QPs per link
   uint32_t max_qps = 0;
-  double mmr = 0;  // max_qps / mean_qps (0 when no QP crossed the class)
+  double mmr = 0;         // max_qps / mean_qps (0 when no QP crossed the class)
+  size_t busy_links = 0;  // links at least one QP was routed across
+  double busy_mmr = 0;    // max_qps / mean QPs over the busy links only (0 when none)
 };
 
 struct LinkResult {
@@ -83,5 +88,8 @@ class Recorder final : public engine::Observer {
 
 /// Max over mean of a set of counts (0 when the mean is 0).
 double max_mean_ratio(const std::vector<uint32_t>& counts);
+/// The q-quantile (0-1) of `values` by linear interpolation between order statistics; 0 when
+/// empty. Sorts `values`.
+double quantile(std::vector<double>& values, double q);
 
 }  // namespace rocesim::metrics

@@ -34,12 +34,15 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
     }
   }
 
-  out += fmt::format("\n{:<24} {:>8} {:>10} {:>10} {:>10} {:>8} {:>7}\n", "link tier", "links",
-                     "util mean", "util max", "QPs mean", "QPs max", "MMR");
+  out += fmt::format("\n{:<24} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7} {:>8} {:>8}\n",
+                     "link tier", "links", "util mean", "util p50", "util p99", "util max",
+                     "QPs max", "MMR", "busy", "MMR busy");
   for (const TierResult& t : rec.tiers()) {
-    out += fmt::format("{:<24} {:>8} {:>9.1f}% {:>9.1f}% {:>10.2f} {:>8} {:>7.3f}\n", t.link_class,
-                       t.links, 100 * t.mean_utilization, 100 * t.max_utilization, t.mean_qps,
-                       t.max_qps, t.mmr);
+    out += fmt::format(
+        "{:<24} {:>8} {:>9.1f}% {:>9.1f}% {:>9.1f}% {:>9.1f}% {:>8} {:>7.3f} {:>8} {:>8.3f}\n",
+        t.link_class, t.links, 100 * t.mean_utilization, 100 * t.p50_utilization,
+        100 * t.p99_utilization, 100 * t.max_utilization, t.max_qps, t.mmr, t.busy_links,
+        t.busy_mmr);
   }
   if (!sim.link_events().empty()) {
     out += fmt::format("\n{:<36} {:>12} {:>12} {:>13} {:>14} {:>11}\n", "link event", "at",

@@ -42,7 +42,9 @@ TABLES = {
     "workload_notes": [("workload", "u", 4), ("name", "S", 48), ("text", "S", 48)],
     "tiers": [("link_class", "S", 48), ("links", "u", 8), ("capacity_bps", "f", 8),
               ("mean_utilization", "f", 8), ("max_utilization", "f", 8), ("mean_qps", "f", 8),
-              ("max_qps", "u", 4), ("mmr", "f", 8)],
+              ("max_qps", "u", 4), ("mmr", "f", 8), ("p50_utilization", "f", 8),
+              ("p90_utilization", "f", 8), ("p99_utilization", "f", 8), ("busy_links", "u", 8),
+              ("busy_mmr", "f", 8)],
 }
 ARRAYS = {  # plain 1-D datasets
     "link_classes": ("S", 48),
@@ -303,6 +305,19 @@ def check_values(f, c):
         c.check(t["max_qps"] == mine["qps"].max(), f"tier {text(t['link_class'])}: max_qps")
         c.check(t["mmr"] == 0 or t["mmr"] >= 1 - TOLERANCE,
                 f"tier {text(t['link_class'])}: MMR {t['mmr']} is below 1")
+        # The distribution, recomputed from /links (numpy's default quantile is the same
+        # linear interpolation), and the MMR among the links QPs crossed.
+        for q in (50, 90, 99):
+            c.check(np.isclose(t[f"p{q}_utilization"], np.quantile(mine["utilization"], q / 100),
+                               rtol=1e-9, atol=1e-15),
+                    f"tier {text(t['link_class'])}: p{q}_utilization")
+        busy = mine["qps"][mine["qps"] > 0]
+        c.check(t["busy_links"] == len(busy), f"tier {text(t['link_class'])}: busy_links")
+        c.check(np.isclose(t["busy_mmr"], busy.max() / busy.mean() if len(busy) else 0,
+                           rtol=1e-9),
+                f"tier {text(t['link_class'])}: busy_mmr")
+        c.check(t["busy_mmr"] <= t["mmr"] * (1 + TOLERANCE),
+                f"tier {text(t['link_class'])}: busy MMR above the MMR of all links")
 
 
 def check_tables(f, c):

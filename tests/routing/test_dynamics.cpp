@@ -103,6 +103,39 @@ TEST(Pinned, WholeRacksMakeEveryPermutationCollisionFree) {
   EXPECT_GE(worst_ecmp, 2);
 }
 
+TEST(Pinned, TheTiersCountIdleLinksInTheMmrButNotInTheBusyMmr) {
+  // Rack 0's 8 hosts send to rack 1's by a permutation, pinned: one QP on each of leaf 0's 8
+  // uplinks, none on leaf 1's. Over the 16 leaf->spine links, mean 0.5 QP and max 1: MMR 2.0;
+  // over the 8 busy ones MMR 1.0. Utilisation: 8 links at u, 8 at 0, so the median is u / 2
+  // (between the 8th and 9th order statistics) and the 99th percentile u.
+  std::string flows;
+  const int pi[] = {3, 6, 0, 7, 1, 4, 2, 5};
+  for (int i = 0; i < 8; ++i)
+    flows += fmt::format("{{src: {}, dst: {}, bytes: 10MB}}, ", i, 8 + pi[i]);
+  const auto run = test::scenario_from_yaml(fmt::format(R"(topology:
+  type: clos
+  racks: 2
+  nodes_per_rack: 8
+  node: {{gpus: 1, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 8, uplink_speed: 400Gbps}}
+  spine: {{count: 8}}
+routing: {{scheme: pinned}}
+workloads:
+  - {{type: flows, flows: [{}]}}
+)",
+                                                        flows));
+  run->run();
+  for (const metrics::TierResult& t : run->recorder->tiers()) {
+    if (t.link_class != "leaf->spine") continue;
+    EXPECT_EQ(t.links, 16u);
+    EXPECT_EQ(t.busy_links, 8u);
+    EXPECT_DOUBLE_EQ(t.mmr, 2.0);
+    EXPECT_DOUBLE_EQ(t.busy_mmr, 1.0);
+    EXPECT_NEAR(t.p50_utilization, t.max_utilization / 2, 1e-12);
+    EXPECT_NEAR(t.p99_utilization, t.max_utilization, 1e-12);
+  }
+}
+
 TEST(Pinned, PartialRacksCollide) {
   // Three racks of 4; the job has hosts 0 and 1 of rack 0 and host 0 of racks 1 and 2. Both
   // destinations are slice 0, so both flows leave leaf 0 on its uplink 0: 2 flows on one link,
