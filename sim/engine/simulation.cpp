@@ -26,6 +26,40 @@ Simulation::Simulation(const fabric::Fabric& f, routing::Router& router, network
       link_speed_(f.link_count(), 1.0) {
   ROCESIM_CHECK(f.sealed(), "simulations run on sealed fabrics");
   router_.attach(&view_);
+  flowlet_timeout_ = router_.flowlet_timeout();
+}
+
+template <typename F>
+void Simulation::for_each_qp(uint32_t slot, F&& f) const {
+  if (slot < pipe_legs_.size() && !pipe_legs_[slot].empty()) {
+    for (const PipelineLeg& leg : pipe_legs_[slot]) {
+      const Connection& c = connections_[leg.connection];
+      for (uint32_t q = 0; q < c.qps; ++q)
+        f(c.first_qp + q);
+    }
+  } else {
+    f(running_[slot].qp);
+  }
+}
+
+void Simulation::new_burst(QpIndex q) {
+  QpInfo& info = qps_[q];
+  // The first burst is routed when the QP is first used; a busy QP's burst joins its flowlet.
+  if (info.path == fabric::kNone || qp_busy_[q] > 0) return;
+  if (connections_[info.connection].nvlink || now_ - qp_idle_since_[q] <= flowlet_timeout_) return;
+  ++flowlets_;
+  if (!route_qp(q)) return;  // nowhere to go now: it stays
+  const std::span<const fabric::LinkId> old = paths_.links(info.path);
+  if (std::equal(old.begin(), old.end(), route_scratch_.begin(), route_scratch_.end())) return;
+  const routing::PathId from = info.path;
+  info.path = paths_.add(fabric_, route_scratch_);
+  lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
+  ++flowlet_moves_;
+  // Its first byte arrives one path latency from now; the previous burst's last arrived (or
+  // will arrive) at qp_last_delivered_.
+  if (now_ + paths_.latency(info.path) < qp_last_delivered_[q]) ++flowlet_reorders_;
+  for (Observer* o : observers_)
+    o->on_qp_rerouted(q, from, info.path);
 }
 
 double Simulation::link_capacity(fabric::LinkId l) const {
@@ -105,11 +139,7 @@ void Simulation::reconverge(uint32_t i) {
   for (QpIndex q = 0; q < qps_.size(); ++q) {
     QpInfo& info = qps_[q];
     if (info.path == fabric::kNone) continue;  // not used yet: routed when it is
-    const Connection& c = connections_[info.connection];
-    if (fabric_.node(c.src).server == fabric_.node(c.dst).server && c.via_begin == c.via_end &&
-        c.relay == fabric::kNone) {
-      continue;  // NVLink
-    }
+    if (connections_[info.connection].nvlink) continue;
     if (!route_qp(q)) {
       ++e.qps_unroutable;  // keeps its path and waits for the links to come back
       continue;
@@ -236,12 +266,14 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
                static_cast<uint32_t>(via_.size()),
                0,
                spec.relay == src_gpu ? fabric::kNone : spec.relay,
-               spec.traffic_class};
+               spec.traffic_class,
+               false};
   ROCESIM_CHECK(c.relay == fabric::kNone || fabric_.node(c.relay).server == s.server,
                 "a relay GPU must be on the sender's server");
   via_.insert(via_.end(), via.begin(), via.end());
   c.via_end = static_cast<uint32_t>(via_.size());
   const bool nvlink = s.server == d.server && via.empty() && c.relay == fabric::kNone;
+  c.nvlink = nvlink;
   if (nvlink) {
     c.qps = 1;  // one NVLink channel; QPs are a NIC concept
     qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone});
@@ -254,6 +286,11 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
     }
   }
   connections_.push_back(c);
+  if (flowlet_timeout_ != Time::infinity()) {
+    qp_busy_.resize(qps_.size(), 0);
+    qp_idle_since_.resize(qps_.size(), Time::zero());
+    qp_last_delivered_.resize(qps_.size(), Time::zero());
+  }
   return id;
 }
 
@@ -278,6 +315,7 @@ routing::PathId Simulation::path_of(QpIndex qp) {
 
 void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap,
                             double window) {
+  if (flowlet_timeout_ != Time::infinity()) new_burst(qp);
   const routing::PathId path = path_of(qp);
   const network::Route route{paths_.links(path), 1.0, qp};
   network::FlowSpec spec;
@@ -311,6 +349,10 @@ uint32_t Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathI
   if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
   slot_of_handle_[h] = slot;
   if (slot < pipe_legs_.size()) pipe_legs_[slot].clear();
+  if (flowlet_timeout_ != Time::infinity()) {
+    for (const network::Route& r : spec.routes)
+      ++qp_busy_[r.qp];
+  }
   return slot;
 }
 
@@ -320,8 +362,10 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   // Route every QP first: routing one may grow the path table and move the others' links.
   for (const PipelineLeg& leg : legs) {
     const Connection& c = connections_.at(leg.connection);
-    for (uint32_t q = 0; q < c.qps; ++q)
+    for (uint32_t q = 0; q < c.qps; ++q) {
+      if (flowlet_timeout_ != Time::infinity()) new_burst(c.first_qp + q);
       (void)path_of(c.first_qp + q);
+    }
   }
   pipe_routes_.clear();
   for (const PipelineLeg& leg : legs) {
@@ -499,6 +543,13 @@ void Simulation::run() {
         Running& r = running_[slot];
         r.bandwidth_end = t - c.queueing;
         r.delivered = t + paths_.latency(r.path);
+        if (flowlet_timeout_ != Time::infinity()) {
+          for_each_qp(slot, [&](QpIndex q) {
+            --qp_busy_[q];
+            qp_idle_since_[q] = r.bandwidth_end;
+            qp_last_delivered_[q] = std::max(qp_last_delivered_[q], r.delivered);
+          });
+        }
         deliveries_.push(lane_of_path_[r.path], r.delivered, slot);
         ++events_;
       }

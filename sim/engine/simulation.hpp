@@ -218,6 +218,13 @@ class Simulation {
     return {connections_[c].src, connections_[c].dst};
   }
   std::span<const LinkEvent> link_events() const { return link_events_; }
+  const routing::Router& router() const { return router_; }
+  /// Flowlet switching (a router with a finite flowlet timeout): bursts that came after an
+  /// idle gap and were routed again, those that took another path, and those of them whose
+  /// first byte could arrive before the previous burst's last (reordering at the receiver).
+  uint64_t flowlets() const { return flowlets_; }
+  uint64_t flowlet_moves() const { return flowlet_moves_; }
+  uint64_t flowlet_reorders() const { return flowlet_reorders_; }
   /// Whether a link is up now, and its capacity now (bytes/s of payload; 0 while down).
   bool link_up(fabric::LinkId l) const { return link_up_[l] != 0; }
   double link_capacity(fabric::LinkId l) const;
@@ -236,6 +243,7 @@ class Simulation {
     uint32_t via_begin, via_end;
     fabric::NodeId relay;
     network::TrafficClass traffic_class;
+    bool nvlink;  // inside one server: never routed through the fabric
   };
   struct Transfer {
     WorkloadId workload;
@@ -262,6 +270,7 @@ class Simulation {
     bool up(fabric::LinkId l) const override { return sim_.routed_up_[l] != 0; }
     double capacity(fabric::LinkId l) const override { return sim_.link_capacity(l); }
     double load(fabric::LinkId l) const override { return sim_.net_.link_load(l); }
+    Time now() const override { return sim_.now_; }
 
    private:
     const Simulation& sim_;
@@ -272,6 +281,12 @@ class Simulation {
   bool route_qp(QpIndex qp);
   /// The routes of a running flow over its QPs' current paths, into pipe_routes_.
   void flow_routes(uint32_t slot);
+  /// Calls f(qp) for every QP a running flow uses.
+  template <typename F>
+  void for_each_qp(uint32_t slot, F&& f) const;
+  /// A burst is about to start on a QP: after an idle gap longer than the flowlet timeout it
+  /// is a new flowlet, routed again.
+  void new_burst(QpIndex qp);
   void apply_link_event(uint32_t e);
   void reconverge(uint32_t e);
   /// Why workloads that never finished are stuck, thrown as an error.
@@ -318,6 +333,12 @@ class Simulation {
   std::vector<double> link_speed_;
   std::vector<LinkEvent> link_events_;
   std::vector<uint8_t> qp_moved_;  // reconverge()'s scratch
+  // Flowlet switching (only with a finite router_.flowlet_timeout()): per QP, flows running on
+  // it, when its last one left the sender and the latest delivery of its flows.
+  Time flowlet_timeout_ = Time::infinity();
+  std::vector<uint32_t> qp_busy_;
+  std::vector<Time> qp_idle_since_, qp_last_delivered_;
+  uint64_t flowlets_ = 0, flowlet_moves_ = 0, flowlet_reorders_ = 0;
   uint32_t workloads_done_ = 0;
   uint64_t next_flow_id_ = 0;
   uint64_t events_ = 0;

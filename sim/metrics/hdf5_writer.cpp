@@ -246,6 +246,10 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     attr_scalar(g, "flows_total", H5T_NATIVE_UINT64, rec.flows_seen());
     attr_scalar(g, "flows_truncated", H5T_NATIVE_UINT8,
                 static_cast<uint8_t>(rec.flows_truncated()));
+    attr_string(g, "routing_scheme", std::string(sim.router().scheme()));
+    attr_scalar(g, "flowlets", H5T_NATIVE_UINT64, sim.flowlets());
+    attr_scalar(g, "flowlet_moves", H5T_NATIVE_UINT64, sim.flowlet_moves());
+    attr_scalar(g, "flowlet_reorders", H5T_NATIVE_UINT64, sim.flowlet_reorders());
   }
   {
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(NodeRow)), H5Tclose);

@@ -44,6 +44,13 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
         100 * t.p99_utilization, 100 * t.max_utilization, t.max_qps, t.mmr, t.busy_links,
         t.busy_mmr);
   }
+  if (sim.router().flowlet_timeout() != Time::infinity()) {
+    out += fmt::format(
+        "\nflowlets: {} bursts after idle gaps longer than {} routed again; {} took another path, "
+        "{} of them able to arrive before the previous burst (reordering)\n",
+        sim.flowlets(), format_time(sim.router().flowlet_timeout()), sim.flowlet_moves(),
+        sim.flowlet_reorders());
+  }
   if (!sim.link_events().empty()) {
     out += fmt::format("\n{:<36} {:>12} {:>12} {:>13} {:>14} {:>11}\n", "link event", "at",
                        "converged", "QPs rerouted", "flows rerouted", "no path");

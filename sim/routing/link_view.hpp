@@ -4,6 +4,7 @@
 // routers only read it, so `routing/` never sees `network/`.
 #pragma once
 
+#include "sim/core/units.hpp"
 #include "sim/fabric/fabric.hpp"
 
 namespace rocesim::routing {
@@ -15,8 +16,11 @@ class LinkView {
   virtual bool up(fabric::LinkId l) const = 0;
   /// Payload capacity now (bytes/s): the nominal one, a degraded speed, or 0 while down.
   virtual double capacity(fabric::LinkId l) const = 0;
-  /// Bytes per second the flows on the link are given now.
+  /// Bytes per second the flows on the link are given now (as of the last instant whose rates
+  /// were computed: flows started in the current instant are not in it yet).
   virtual double load(fabric::LinkId l) const = 0;
+  /// The simulated time of the question.
+  virtual Time now() const = 0;
 };
 
 }  // namespace rocesim::routing

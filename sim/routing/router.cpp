@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/routing/ecmp.hpp"
+#include "sim/routing/flowlet.hpp"
 #include "sim/routing/pinned.hpp"
 
 namespace rocesim::routing {
@@ -50,8 +51,9 @@ constexpr Param kSchemeParam{
     .fallback = "ecmp",
     .help =
         "ecmp hashes the 5-tuple; e-ecmp also hashes the BTH destination QP; pinned takes "
-        "the uplink of the destination's leaf port (see the tables of each scheme)",
-    .choices = "ecmp|e-ecmp|pinned"};
+        "the uplink of the destination's leaf port; flowlet moves bursts after idle gaps "
+        "(see the tables of each scheme)",
+    .choices = "ecmp|e-ecmp|pinned|flowlet"};
 constexpr Param kSourcePortParam{
     .key = "source_port",
     .type = ParamType::Choice,
@@ -72,20 +74,19 @@ constexpr Param kReconvergenceParam{
         "routing protocol's detection and withdrawal); meanwhile flows on a down link stall",
     .check = Check::NonNegative};
 
+constexpr Param kHashParam{.key = "hash",
+                           .type = ParamType::Choice,
+                           .fallback = "crc32",
+                           .help = "switch hash function",
+                           .choices = "crc32|crc16-ccitt|murmur3"};
+constexpr Param kHashOffsetParam{.key = "hash_offset",
+                                 .type = ParamType::Section,
+                                 .fallback = "{}",
+                                 .help = "hash window offset per switch role",
+                                 .choices = "see routing.hash_offset"};
+
 constexpr Param kEcmpParams[] = {
-    kSchemeParam,
-    {.key = "hash",
-     .type = ParamType::Choice,
-     .fallback = "crc32",
-     .help = "switch hash function",
-     .choices = "crc32|crc16-ccitt|murmur3"},
-    {.key = "hash_offset",
-     .type = ParamType::Section,
-     .fallback = "{}",
-     .help = "hash window offset per switch role",
-     .choices = "see routing.hash_offset"},
-    kSourcePortParam,
-    kReconvergenceParam,
+    kSchemeParam, kHashParam, kHashOffsetParam, kSourcePortParam, kReconvergenceParam,
 };
 const ParamTable kEcmpTable{
     "routing (scheme: ecmp, e-ecmp)",
@@ -102,7 +103,35 @@ const ParamTable kPinnedTable{
     "(docs/models/routing.md).",
     kPinnedParams};
 
-std::unique_ptr<Router> make_ecmp(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
+// MODELS.md 8: flowlet_timeout 100 us (ConWeave's RoCE implementations; sweep 50-500 us);
+// path choice least-congested (CONGA) or random (LetFlow).
+constexpr Param kFlowletParams[] = {
+    kSchemeParam,
+    {.key = "flowlet_timeout",
+     .type = ParamType::Time,
+     .fallback = "100us",
+     .help = "idle gap of a QP after which its next burst is a new flowlet, routed again",
+     .check = Check::Positive},
+    {.key = "choice",
+     .type = ParamType::Choice,
+     .fallback = "least_loaded",
+     .help = "first-hop choice for a flowlet: the least utilised uplink (CONGA-like) or a "
+             "uniformly random one (LetFlow)",
+     .choices = "least_loaded|random"},
+    kHashParam,
+    kHashOffsetParam,
+    kSourcePortParam,
+    kReconvergenceParam,
+};
+const ParamTable kFlowletTable{
+    "routing (scheme: flowlet)",
+    "Flowlet switching at the first-hop switch: a QP's first burst, and every burst after an "
+    "idle gap longer than `flowlet_timeout`, takes the uplink `choice` picks; the switches after "
+    "it hash the header as ECMP does (`hash`, `hash_offset`) (docs/models/routing.md).",
+    kFlowletParams};
+
+/// The hash settings of a section that has `hash` and `hash_offset`.
+EcmpConfig read_hash(const ParamReader& r, uint64_t seed) {
   EcmpConfig c;
   c.hash = parse_hash_algorithm(r.choice("hash"));
   c.hash_dst_qpn = r.choice("scheme") == "e-ecmp";
@@ -120,7 +149,19 @@ std::unique_ptr<Router> make_ecmp(const ParamReader& r, const fabric::Fabric& f,
   set(SwitchRole::Spine, "spine");
   set(SwitchRole::Aggregation, "aggregation");
   set(SwitchRole::Core, "core");
-  return std::make_unique<EcmpRouter>(f, c);
+  return c;
+}
+
+std::unique_ptr<Router> make_ecmp(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
+  return std::make_unique<EcmpRouter>(f, read_hash(r, seed));
+}
+
+std::unique_ptr<Router> make_flowlet(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
+  FlowletConfig c;
+  c.ecmp = read_hash(r, seed);
+  c.timeout = r.time("flowlet_timeout");
+  c.choice = r.choice("choice") == "random" ? FlowletChoice::Random : FlowletChoice::LeastLoaded;
+  return std::make_unique<FlowletRouter>(f, c);
 }
 
 std::unique_ptr<Router> make_pinned(const ParamReader&, const fabric::Fabric& f, uint64_t) {
@@ -141,6 +182,7 @@ std::span<const RouterType> routing_schemes() {
       {"ecmp", &kEcmpTable, &make_ecmp},
       {"e-ecmp", &kEcmpTable, &make_ecmp},
       {"pinned", &kPinnedTable, &make_pinned},
+      {"flowlet", &kFlowletTable, &make_flowlet},
   };
   return schemes;
 }

@@ -47,6 +47,10 @@ class Router {
   /// The links changed state and routing has converged on the view's new state: forget what
   /// depended on the old one.
   virtual void links_changed() = 0;
+  /// Flowlet switching: a QP idle for longer than this is routed again when it next sends
+  /// (its next burst is a new flowlet); infinity for schemes whose paths change only with
+  /// the links.
+  virtual Time flowlet_timeout() const { return Time::infinity(); }
 
   /// The view of the links (null: every link up, no loads known). Resets what depends on it.
   void attach(const LinkView* view) {

@@ -54,9 +54,11 @@ ARRAYS = {  # plain 1-D datasets
     "paths/weights": ("f", 8),
     "paths/union": ("u", 1),
 }
-META_STRINGS = ["version", "scenario_name", "scenario_file", "scenario", "fabric"]
+META_STRINGS = ["version", "scenario_name", "scenario_file", "scenario", "fabric",
+                "routing_scheme"]
 META_NUMBERS = {"seed": "u", "end_ps": "i", "events": "u", "flows_total": "u",
-                "flows_truncated": "u"}
+                "flows_truncated": "u", "flowlets": "u", "flowlet_moves": "u",
+                "flowlet_reorders": "u"}
 NONE = 0xFFFFFFFF  # "no server", "no zone", "not routed"
 ROCEV2_PORT = 4791
 # Utilisation and rates are computed in floating point from integer counts.
@@ -118,6 +120,10 @@ def check_meta(f, c):
     c.check(int(attrs["end_ps"]) > 0, "/meta@end_ps is not positive")
     c.check(int(attrs["events"]) > 0, "/meta@events is not positive")
     c.check(int(attrs["flows_truncated"]) in (0, 1), "/meta@flows_truncated is not 0 or 1")
+    c.check(int(attrs["flowlet_reorders"]) <= int(attrs["flowlet_moves"]) <=
+            int(attrs["flowlets"]), "/meta: flowlet reorders <= moves <= flowlets does not hold")
+    c.check(text(attrs["routing_scheme"]) == "flowlet" or int(attrs["flowlets"]) == 0,
+            "/meta: flowlets counted without flowlet routing")
     scenario = text(attrs["scenario"])
     try:
         import yaml  # python3-yaml, optional
