@@ -12,10 +12,11 @@ constexpr Param kRingParams[] = {
     engine::kWorkloadNameParam,
     engine::kWorkloadStartParam,
     engine::kWorkloadAfterParam,
+    engine::kWorkloadJobParam,
     {.key = "ranks",
      .type = ParamType::Any,
      .fallback = "all",
-     .help = "GPUs of the ring, in ring order",
+     .help = "ranks of the job in the ring, in ring order",
      .choices = "GPU selection"},
     {.key = "bytes",
      .type = ParamType::Bytes,
@@ -123,7 +124,7 @@ void RingAllReduce::figures(engine::WorkloadFigures& out, Time duration) const {
 }
 
 std::unique_ptr<engine::Workload> make_ring_allreduce(const engine::WorkloadInput& in) {
-  std::vector<fabric::NodeId> ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
+  std::vector<fabric::NodeId> ranks = in.ranks.select(in.spec.value("ranks"));
   if (ranks.size() < 2) {
     in.spec.fail("ranks", "at least 2 GPUs",
                  fmt::format("{} GPU{}", ranks.size(), ranks.size() == 1 ? "" : "s"));

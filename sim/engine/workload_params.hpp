@@ -8,6 +8,7 @@
 
 #include "sim/core/params.hpp"
 #include "sim/engine/simulation.hpp"
+#include "sim/fabric/gpu_selection.hpp"
 
 namespace rocesim::engine {
 
@@ -30,6 +31,13 @@ inline constexpr Param kWorkloadAfterParam{
     .key = "after",
     .type = ParamType::List,
     .help = "names of workloads that must finish before this one starts",
+    .optional = true};
+inline constexpr Param kWorkloadJobParam{
+    .key = "job",
+    .type = ParamType::String,
+    .help =
+        "the job whose ranks this workload's ranks are (a name of `jobs`; default: the "
+        "scenario's `job`)",
     .optional = true};
 
 // Connection settings shared by generated traffic, with NCCL's names for the same knobs.
@@ -110,6 +118,8 @@ inline size_t arrange_groups(const ParamReader& r, std::vector<fabric::NodeId>& 
 struct WorkloadInput {
   const ParamReader& spec;
   const fabric::Fabric& fabric;
+  /// The ranks of the workload's job: `ranks`, `src` and `dst` select among them.
+  const fabric::Ranks& ranks;
   uint64_t seed;
   std::string name;
   std::string base_dir;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <unordered_map>
 
@@ -15,29 +16,43 @@ bool parse_u64(std::string_view s, uint64_t& out) {
   return ec == std::errc() && p == s.data() + s.size() && !s.empty();
 }
 
-std::string rank_help(const Fabric& f) {
-  return fmt::format("a rank from 0 to {} or a GPU name such as 'node0/gpu0'",
-                     f.gpu_count() == 0 ? 0 : f.gpu_count() - 1);
+std::string rank_help(size_t n, bool job) {
+  const size_t last = n == 0 ? 0 : n - 1;
+  return job ? fmt::format("a rank of the job from 0 to {} or the name of one of its GPUs", last)
+             : fmt::format("a rank from 0 to {} or a GPU name such as 'node0/gpu0'", last);
 }
 
 }  // namespace
 
-NodeId select_gpu(const ConfigNode& v, const Fabric& f) {
-  if (!v.is_scalar()) throw InputError(v.where(), v.path(), rank_help(f), v.describe());
+Ranks::Ranks(const Fabric& f, std::span<const NodeId> gpus, bool job)
+    : f_(f), gpus_(gpus), job_(job) {}
+
+NodeId Ranks::gpu(const ConfigNode& v) const {
+  const size_t n = gpus_.size();
+  if (!v.is_scalar()) throw InputError(v.where(), v.path(), rank_help(n, job_), v.describe());
   uint64_t rank = 0;
   if (parse_u64(v.value(), rank)) {
-    if (rank >= f.gpu_count()) {
-      throw InputError(v.where(), v.path(), rank_help(f),
-                       fmt::format("rank {}, but the fabric has {} GPUs", rank, f.gpu_count()));
+    if (rank >= n) {
+      throw InputError(
+          v.where(), v.path(), rank_help(n, job_),
+          fmt::format("rank {}, but the {} has {} GPUs", rank, job_ ? "job" : "fabric", n));
     }
-    return f.gpu(static_cast<uint32_t>(rank));
+    return gpus_[rank];
   }
-  const NodeId n = f.find(v.value());
-  if (n == kNone || f.node(n).kind != NodeKind::Gpu) {
-    throw InputError(v.where(), v.path(), rank_help(f),
+  const NodeId g = f_.find(v.value());
+  if (g == kNone || f_.node(g).kind != NodeKind::Gpu) {
+    throw InputError(v.where(), v.path(), rank_help(n, job_),
                      fmt::format("'{}', which is not a GPU of this fabric", v.value()));
   }
-  return n;
+  if (job_ && std::find(gpus_.begin(), gpus_.end(), g) == gpus_.end()) {
+    throw InputError(v.where(), v.path(), rank_help(n, job_),
+                     fmt::format("'{}', a GPU the job was not given", v.value()));
+  }
+  return g;
+}
+
+NodeId select_gpu(const ConfigNode& v, const Fabric& f) {
+  return Ranks(f, f.gpus()).gpu(v);
 }
 
 NodeId select_switch(const ConfigNode& v, const Fabric& f) {
@@ -50,14 +65,14 @@ NodeId select_switch(const ConfigNode& v, const Fabric& f) {
   return n;
 }
 
-std::vector<NodeId> select_gpus(const ConfigNode& sel, const Fabric& f) {
+std::vector<NodeId> Ranks::select(const ConfigNode& sel) const {
   std::vector<NodeId> out;
   if (sel.is_sequence()) {
     out.reserve(sel.items().size());
     std::unordered_map<NodeId, size_t> first_item;  // GPU -> where the list names it first
     for (size_t i = 0; i < sel.items().size(); ++i) {
       const ConfigNode& item = sel.items()[i];
-      const NodeId g = select_gpu(item, f);
+      const NodeId g = gpu(item);
       const auto [it, fresh] = first_item.emplace(g, i);
       if (!fresh) {
         throw InputError(
@@ -68,7 +83,7 @@ std::vector<NodeId> select_gpus(const ConfigNode& sel, const Fabric& f) {
     }
     return out;
   } else if (sel.is_scalar() && sel.value() == "all") {
-    out.assign(f.gpus().begin(), f.gpus().end());
+    out.assign(gpus_.begin(), gpus_.end());
   } else if (sel.is_scalar()) {
     const std::string& s = sel.value();
     const size_t dash = s.find('-');
@@ -85,19 +100,23 @@ std::vector<NodeId> select_gpus(const ConfigNode& sel, const Fabric& f) {
                        "a GPU selection: 'all', a range 'first-last[:stride]' or a list of ranks",
                        sel.describe());
     }
-    if (last >= f.gpu_count()) {
-      throw InputError(sel.where(), sel.path(), rank_help(f),
-                       fmt::format("the range ends at rank {}, but the fabric has {} GPUs", last,
-                                   f.gpu_count()));
+    if (last >= gpus_.size()) {
+      throw InputError(sel.where(), sel.path(), rank_help(gpus_.size(), job_),
+                       fmt::format("the range ends at rank {}, but the {} has {} GPUs", last,
+                                   job_ ? "job" : "fabric", gpus_.size()));
     }
     for (uint64_t r = first; r <= last; r += stride)
-      out.push_back(f.gpu(static_cast<uint32_t>(r)));
+      out.push_back(gpus_[r]);
   } else {
     throw InputError(sel.where(), sel.path(),
                      "a GPU selection: 'all', a range 'first-last[:stride]' or a list of ranks",
                      sel.describe());
   }
   return out;  // a range or 'all' names each GPU once
+}
+
+std::vector<NodeId> select_gpus(const ConfigNode& sel, const Fabric& f) {
+  return Ranks(f, f.gpus()).select(sel);
 }
 
 }  // namespace rocesim::fabric

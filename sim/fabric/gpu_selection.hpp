@@ -2,10 +2,12 @@
 //   all              every GPU of the fabric, in rank order (server-major)
 //   "0-127"          a range of ranks, inclusive; "0-127:8" takes every 8th
 //   [0, 5, 9]        a list of ranks (whole numbers) or GPU names ("node3/gpu2")
-// and gives the GPUs in the order written. Ranks are global GPU indices: GPU g of server s is
-// rank s * gpus_per_server + g.
+// and gives the GPUs in the order written. Over the fabric, ranks are global GPU indices (GPU g
+// of server s is rank s * gpus_per_server + g); over a job (Ranks with job = true), rank r is
+// the job's r-th GPU (its placement) and a GPU name must be one of the job's.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "sim/core/config.hpp"
@@ -13,6 +15,23 @@
 
 namespace rocesim::fabric {
 
+/// A rank space: the GPUs that ranks 0, 1, ... name.
+class Ranks {
+ public:
+  Ranks(const Fabric& f, std::span<const NodeId> gpus, bool job = false);
+  /// One rank or GPU name.
+  NodeId gpu(const ConfigNode& value) const;
+  /// A selection ('all', a range, a list).
+  std::vector<NodeId> select(const ConfigNode& selection) const;
+  std::span<const NodeId> gpus() const { return gpus_; }
+
+ private:
+  const Fabric& f_;
+  std::span<const NodeId> gpus_;
+  bool job_;
+};
+
+/// Over every GPU of the fabric.
 std::vector<NodeId> select_gpus(const ConfigNode& selection, const Fabric& f);
 /// One GPU by rank or name.
 NodeId select_gpu(const ConfigNode& value, const Fabric& f);

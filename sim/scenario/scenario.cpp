@@ -18,6 +18,7 @@
 #include "sim/network/registry.hpp"
 #include "sim/scenario/calibration.hpp"
 #include "sim/scenario/events.hpp"
+#include "sim/scenario/jobs.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/topology/builders.hpp"
 #include "sim/topology/node_interior.hpp"
@@ -88,6 +89,11 @@ constexpr Param kScenarioParams[] = {
      .help = "the job: its GPUs form the communicator of `rocesim nccl-tests` and "
              "`rocesim validate`",
      .choices = "see job"},
+    {.key = "jobs",
+     .type = ParamType::List,
+     .help = "more jobs on the fabric, each with its placement, after `job`",
+     .choices = "see jobs item",
+     .optional = true},
     {.key = "output",
      .type = ParamType::Section,
      .fallback = "{}",
@@ -100,15 +106,6 @@ constexpr Param kScenarioParams[] = {
      .choices = "file name or list of file names",
      .optional = true},
 };
-constexpr Param kJobParams[] = {
-    {.key = "ranks",
-     .type = ParamType::Any,
-     .fallback = "all",
-     .help = "the job's GPUs in rank order",
-     .choices = "GPU selection"},
-};
-const ParamTable kJobTable{"job", "The job whose GPUs run the collectives of the front ends.",
-                           kJobParams};
 
 const ParamTable kScenarioTable{"scenario", "The top level of a scenario file.", kScenarioParams};
 
@@ -342,7 +339,8 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
 
   run->nccl = collectives::nccl::read_nccl(r.section("nccl", collectives::nccl::nccl_table()),
                                            collectives::nccl::NcclConfig{}, false);
-  run->job_ranks = fabric::select_gpus(r.section("job", kJobTable).value("ranks"), run->fabric);
+  const Jobs jobs = read_jobs(r, run->fabric, run->seed);
+  run->job_ranks = jobs.main;
 
   const ConfigNode empty = ConfigNode::sequence(written.where(), "workloads");
   const ConfigNode& list = o.skip_workloads || !r.has("workloads") ? empty : r.node("workloads");
@@ -393,7 +391,20 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
         after.push_back(it->second);
       }
     }
-    engine::WorkloadInput in{w, run->fabric, run->seed, name, base_dir};
+    const std::vector<fabric::NodeId>* job = &jobs.main;
+    if (w.has("job")) {
+      const auto it = jobs.named.find(w.string("job"));
+      if (it == jobs.named.end()) {
+        w.fail("job", "the name of a job of `jobs`",
+               fmt::format("'{}', which is not one", w.string("job")));
+      }
+      job = &it->second;
+    }
+    // A job of every GPU in fabric order speaks of the fabric's ranks, as before jobs existed.
+    const bool whole =
+        std::equal(job->begin(), job->end(), run->fabric.gpus().begin(), run->fabric.gpus().end());
+    const fabric::Ranks ranks(run->fabric, *job, !whole);
+    engine::WorkloadInput in{w, run->fabric, ranks, run->seed, name, base_dir};
     by_name[name] = run->sim->add_workload(kind->make(in, *run), w.time("start"), std::move(after));
   }
 
@@ -465,7 +476,8 @@ std::vector<const ParamTable*> all_tables() {
   for (const ParamTable* s : network::fluid_subtables())
     t.push_back(s);
   t.push_back(&collectives::nccl::nccl_table());
-  t.push_back(&kJobTable);
+  t.push_back(&job_table());
+  t.push_back(&jobs_item_table());
   t.push_back(&event_table());
   for (const WorkloadKind& k : workload_kinds())
     t.push_back(k.table);

@@ -19,8 +19,14 @@ namespace {
 using engine::TaskGraph;
 
 constexpr Param kFlowParams[] = {
-    {.key = "src", .type = ParamType::Any, .help = "sending GPU", .choices = "rank or GPU name"},
-    {.key = "dst", .type = ParamType::Any, .help = "receiving GPU", .choices = "rank or GPU name"},
+    {.key = "src",
+     .type = ParamType::Any,
+     .help = "sending GPU",
+     .choices = "rank of the job or GPU name"},
+    {.key = "dst",
+     .type = ParamType::Any,
+     .help = "receiving GPU",
+     .choices = "rank of the job or GPU name"},
     {.key = "bytes", .type = ParamType::Bytes, .help = "flow size", .check = Check::Positive},
     {.key = "start",
      .type = ParamType::Time,
@@ -51,6 +57,7 @@ constexpr Param kFlowListParams[] = {
     engine::kWorkloadNameParam,
     engine::kWorkloadStartParam,
     engine::kWorkloadAfterParam,
+    engine::kWorkloadJobParam,
     {.key = "flows",
      .type = ParamType::List,
      .help = "the flows, inline",
@@ -98,8 +105,8 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
   for (const ConfigNode& item : flows.items()) {
     const ParamReader r = in.spec.child(item, kFlowTable);
     TaskGraph::TransferSpec spec;
-    spec.src = fabric::select_gpu(r.node("src"), in.fabric);
-    spec.dst = fabric::select_gpu(r.node("dst"), in.fabric);
+    spec.src = in.ranks.gpu(r.node("src"));
+    spec.dst = in.ranks.gpu(r.node("dst"));
     check_flow_endpoints(item, spec.src, spec.dst);
     spec.bytes = r.bytes("bytes");
     spec.conn.qps = r.integer_as<uint32_t>("qps");
@@ -258,8 +265,8 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
     }
     TaskGraph::TransferSpec spec;
     const ConfigNode src = cell_node(c_src, "src");
-    spec.src = fabric::select_gpu(src, in.fabric);
-    spec.dst = fabric::select_gpu(cell_node(c_dst, "dst"), in.fabric);
+    spec.src = in.ranks.gpu(src);
+    spec.dst = in.ranks.gpu(cell_node(c_dst, "dst"));
     check_flow_endpoints(src, spec.src, spec.dst);
     const ConfigNode bytes = cell_node(c_bytes, "bytes");
     int64_t b = 0;

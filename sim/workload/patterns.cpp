@@ -14,7 +14,7 @@ using engine::TaskGraph;
 constexpr Param kRanksParam{.key = "ranks",
                             .type = ParamType::Any,
                             .fallback = "all",
-                            .help = "GPUs taking part",
+                            .help = "ranks of the job taking part",
                             .choices = "GPU selection"};
 constexpr Param kBytesParam{.key = "bytes",
                             .type = ParamType::Bytes,
@@ -25,6 +25,7 @@ constexpr Param kPermutationParams[] = {engine::kWorkloadTypeParam,
                                         engine::kWorkloadNameParam,
                                         engine::kWorkloadStartParam,
                                         engine::kWorkloadAfterParam,
+                                        engine::kWorkloadJobParam,
                                         kRanksParam,
                                         kBytesParam,
                                         engine::kQpsParam,
@@ -34,6 +35,7 @@ constexpr Param kIncastParams[] = {engine::kWorkloadTypeParam,
                                    engine::kWorkloadNameParam,
                                    engine::kWorkloadStartParam,
                                    engine::kWorkloadAfterParam,
+                                   engine::kWorkloadJobParam,
                                    kRanksParam,
                                    kBytesParam,
                                    engine::kQpsParam,
@@ -48,6 +50,7 @@ constexpr Param kAllToAllParams[] = {engine::kWorkloadTypeParam,
                                      engine::kWorkloadNameParam,
                                      engine::kWorkloadStartParam,
                                      engine::kWorkloadAfterParam,
+                                     engine::kWorkloadJobParam,
                                      kRanksParam,
                                      {.key = "bytes",
                                       .type = ParamType::Bytes,
@@ -60,6 +63,7 @@ constexpr Param kRingStepParams[] = {engine::kWorkloadTypeParam,
                                      engine::kWorkloadNameParam,
                                      engine::kWorkloadStartParam,
                                      engine::kWorkloadAfterParam,
+                                     engine::kWorkloadJobParam,
                                      kRanksParam,
                                      kBytesParam,
                                      engine::kQpsParam,
@@ -76,7 +80,7 @@ struct Common {
 
 Common read_common(const engine::WorkloadInput& in, size_t min_ranks) {
   Common c;
-  c.ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
+  c.ranks = in.ranks.select(in.spec.value("ranks"));
   if (c.ranks.size() < min_ranks) {
     in.spec.fail("ranks", fmt::format("at least {} GPUs", min_ranks),
                  fmt::format("{} GPU{}", c.ranks.size(), c.ranks.size() == 1 ? "" : "s"));

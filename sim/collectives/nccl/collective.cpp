@@ -660,6 +660,7 @@ constexpr Param kNcclWorkloadParams[] = {
     engine::kWorkloadNameParam,
     engine::kWorkloadStartParam,
     engine::kWorkloadAfterParam,
+    engine::kWorkloadJobParam,
     {.key = "collective",
      .type = ParamType::Choice,
      .help = "the NCCL collective",
@@ -668,7 +669,7 @@ constexpr Param kNcclWorkloadParams[] = {
     {.key = "ranks",
      .type = ParamType::Any,
      .fallback = "all",
-     .help = "GPUs of the communicator, in rank order",
+     .help = "ranks of the job in the communicator, in communicator rank order",
      .choices = "GPU selection"},
     {.key = "bytes",
      .type = ParamType::Bytes,
@@ -779,7 +780,7 @@ const ParamTable kNcclWorkloadTable{
 
 std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput& in,
                                                      const NcclConfig& scenario_nccl) {
-  std::vector<fabric::NodeId> ranks = fabric::select_gpus(in.spec.value("ranks"), in.fabric);
+  std::vector<fabric::NodeId> ranks = in.ranks.select(in.spec.value("ranks"));
   const Collective c = *parse_collective(in.spec.choice("collective"));
   const auto root = in.spec.integer_as<int>("root");
   if (root >= static_cast<int>(ranks.size())) {
