@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "sim/scenario/yaml_source.hpp"
@@ -44,16 +45,33 @@ bool valid_segment(std::string_view s) {
 
 std::vector<std::string> split_path(const std::string& path, const SourceLocation& where,
                                     const std::string& key) {
+  // Segments are keys of mappings, or items of lists: by index ("workloads.0", "workloads[0]")
+  // or by the item's name ("workloads[allreduce]"), kept as "[...]".
+  auto bad = [&]() {
+    return InputError(where, key,
+                      "the dotted path of a scenario key, through mappings and list items by "
+                      "index or name, e.g. 'topology.node.nic_efficiency', 'workloads.0.bytes' "
+                      "or 'workloads[allreduce].bytes'",
+                      fmt::format("'{}'", path));
+  };
   std::vector<std::string> parts;
   size_t start = 0;
   while (true) {
     const size_t dot = path.find('.', start);
-    parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-    if (!valid_segment(parts.back())) {
-      throw InputError(where, key,
-                       "the dotted path of a scenario key through mappings, e.g. "
-                       "'topology.node.nic_efficiency'",
-                       fmt::format("'{}'", path));
+    std::string seg =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    // A key followed by one or more bracketed items: "workloads[allreduce]", "a[0][1]".
+    const size_t open = seg.find('[');
+    if (!valid_segment(seg.substr(0, open))) throw bad();
+    parts.push_back(seg.substr(0, open));
+    for (size_t at = open; at != std::string::npos;) {
+      const size_t close = seg.find(']', at);
+      if (close == std::string::npos || !valid_segment(seg.substr(at + 1, close - at - 1))) {
+        throw bad();
+      }
+      parts.push_back(seg.substr(at, close - at + 1));
+      at = close + 1 == seg.size() ? std::string::npos : close + 1;
+      if (at != std::string::npos && seg[at] != '[') throw bad();
     }
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -63,12 +81,53 @@ std::vector<std::string> split_path(const std::string& path, const SourceLocatio
 
 namespace {
 
+/// The item of a list that `key` names: "[name]" (the item whose `name` is that), "[N]" or "N"
+/// (by index); throws a located error naming the items there are.
+size_t list_item(const ConfigNode& list, const std::string& key, const ParamOverride& o) {
+  const bool bracketed = key.front() == '[';
+  const std::string inner = bracketed ? key.substr(1, key.size() - 2) : key;
+  const bool index = !inner.empty() && std::all_of(inner.begin(), inner.end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; });
+  std::string names;
+  for (size_t i = 0; i < list.items().size(); ++i) {
+    const ConfigNode& item = list.items()[i];
+    const ConfigNode* name = item.is_map() ? item.find("name") : nullptr;
+    if (index && std::to_string(i) == inner) return i;
+    if (!index && name != nullptr && name->is_scalar() && name->value() == inner) return i;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ",
+                         name != nullptr && name->is_scalar() ? name->value() : std::to_string(i));
+  }
+  throw InputError(o.value.where(), o.path,
+                   fmt::format("an item of {} by index (0 to {}) or by name ({})", list.path(),
+                               list.items().size() == 0 ? 0 : list.items().size() - 1, names),
+                   fmt::format("'{}'", inner));
+}
+
 ConfigNode replaced(const ConfigNode& node, std::span<const std::string> keys,
                     const ParamOverride& o) {
+  if (node.is_sequence()) {
+    const size_t i = list_item(node, keys.front(), o);
+    if (keys.size() == 1) {
+      throw InputError(o.value.where(), o.path,
+                       "a key inside the list item (a whole item cannot be set from one value)",
+                       fmt::format("the path ends at item {} of {}", i, node.path()));
+    }
+    ConfigNode copy = ConfigNode::sequence(node.where(), node.path());
+    for (size_t k = 0; k < node.items().size(); ++k)
+      copy.append(k == i ? replaced(node.items()[k], keys.subspan(1), o) : node.items()[k]);
+    return copy;
+  }
+  if (keys.front().front() == '[') {
+    throw InputError(o.value.where(), o.path,
+                     fmt::format("a list at '{}' to take an item of", node.path()),
+                     node.describe());
+  }
   if (!node.is_map()) {
     throw InputError(
         o.value.where(), o.path,
-        fmt::format("a path through mappings; '{}' is not a mapping in the scenario", node.path()),
+        fmt::format("a path through mappings and lists; '{}' is not a mapping or a list in the "
+                    "scenario",
+                    node.path()),
         node.describe());
   }
   ConfigNode copy = node;

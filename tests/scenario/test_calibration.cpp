@@ -94,6 +94,40 @@ TEST(Calibration, KeysOfATopologyFileCanBeSet) {
   EXPECT_THAT(run->effective_yaml, HasSubstr("latency: 1234ns"));
 }
 
+TEST(Calibration, ListItemsAreSetByIndexOrByName) {
+  // Two permutations: the first by index (two spellings), the second by its name.
+  const std::string scenario = "topology: " + source_path("topologies/ai-zone-128.yaml") +
+                               "\nworkloads:\n  - {type: permutation, bytes: 1MiB}\n"
+                               "  - {name: second, type: permutation, bytes: 1MiB}\n";
+  const Files f = write_files("", scenario);
+  for (const std::string first : {"workloads.0.bytes=3MiB", "workloads[0].bytes=3MiB"}) {
+    scenario::Overrides o;
+    o.parameters.push_back(scenario::parse_override(first, "--set"));
+    o.parameters.push_back(scenario::parse_override("workloads[second].bytes=5MiB", "--set"));
+    const auto run = scenario::load_scenario(f.scenario, o);
+    EXPECT_THAT(run->effective_yaml, HasSubstr("bytes: 3MiB")) << first;
+    EXPECT_THAT(run->effective_yaml, HasSubstr("bytes: 5MiB")) << first;
+    EXPECT_THAT(run->effective_yaml, testing::Not(HasSubstr("bytes: 1MiB"))) << first;
+  }
+  struct Bad {
+    std::string set, expected;
+  };
+  for (const Bad& b :
+       {Bad{"workloads[third].bytes=1MiB",
+            "expected an item of workloads by index (0 to 1) or by name (0, second)"},
+        Bad{"workloads.2.bytes=1MiB", "found '2'"},
+        Bad{"workloads.1=1MiB", "a key inside the list item"},
+        Bad{"topology[0].x=1", "a list at 'topology' to take an item of"},
+        Bad{"workloads[0.bytes=1", "list items by index or name"}}) {
+    const InputError e = input_error([&] {
+      scenario::Overrides o;
+      o.parameters.push_back(scenario::parse_override(b.set, "--set"));
+      (void)scenario::load_scenario(f.scenario, o);
+    });
+    EXPECT_THAT(std::string(e.what()), HasSubstr(b.expected)) << b.set;
+  }
+}
+
 TEST(Calibration, UnknownKeyIsReportedInTheCalibrationFile) {
   const Files f = write_files("parameters:\n  topology.node.nic_eficiency: 0.5\n");
   const InputError e = input_error([&] { scenario::load_scenario(f.scenario); });
