@@ -62,4 +62,16 @@ std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& 
                                                 const std::vector<std::string>& files = {});
 int validate(const ValidateCommand& c);
 
+struct SweepCommand {
+  std::string study;
+  std::string output;  // sweep.h5
+  int threads = 1;
+  bool quiet = false;
+  /// Run only the points first..last of the study (e.g. to share them among machines); the
+  /// file holds those and the ones it held before.
+  std::optional<std::pair<uint32_t, uint32_t>> points;
+};
+/// Exit 0, or 128 + the signal when interrupted (the file then holds every finished point).
+int sweep(const SweepCommand& c);
+
 }  // namespace rocesim::cli

@@ -654,6 +654,145 @@ void write_results_h5(const std::string& path, const Recorder& rec, const Result
   });
 }
 
+namespace {
+
+std::string read_string_attr(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return {};
+  Handle a(check(H5Aopen(obj, name, H5P_DEFAULT), name), H5Aclose);
+  Handle t(check(H5Aget_type(a), "attribute type"), H5Tclose);
+  const size_t n = H5Tget_size(t);
+  std::string s(n, '\0');
+  Handle mem = string_type(n);
+  check(H5Aread(a, mem, s.data()), name);
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+
+}  // namespace
+
+SweepFile::SweepFile(const std::string& path, const std::string& study_name,
+                     const std::string& study_text, const std::string& version)
+    : path_(path), tmp_(fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()))) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  try {
+    if (std::filesystem::exists(path)) {
+      std::filesystem::copy_file(path, tmp_, std::filesystem::copy_options::overwrite_existing);
+      file_ = H5Fopen(tmp_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      if (file_ < 0) throw std::runtime_error("it exists but is not an HDF5 file");
+      const std::string before =
+          H5Lexists(file_, "meta", H5P_DEFAULT) > 0
+              ? read_string_attr(Handle(H5Gopen2(file_, "meta", H5P_DEFAULT), H5Gclose), "study")
+              : std::string();
+      if (before != study_text) {
+        throw std::runtime_error(
+            "it holds another study (to resume, the study file must be unchanged; to start "
+            "again, remove or rename it)");
+      }
+      Handle runs(check(H5Gopen2(file_, "runs", H5P_DEFAULT), "open /runs"), H5Gclose);
+      H5G_info_t info;
+      check(H5Gget_info(runs, &info), "list /runs");
+      for (hsize_t i = 0; i < info.nlinks; ++i) {
+        char name[32] = {};
+        check(static_cast<herr_t>(H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
+                                                     sizeof(name), H5P_DEFAULT)),
+              "name a run");
+        Handle g(check(H5Gopen2(runs, name, H5P_DEFAULT), name), H5Gclose);
+        resumed_[static_cast<uint32_t>(std::stoul(name))] = read_string_attr(g, "row");
+      }
+      return;
+    }
+    Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    check(H5Pset_obj_track_times(fcpl, false), "disable root times");
+    file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    if (file_ < 0) {
+      throw std::runtime_error("cannot create it (does the directory exist and is it writable?)");
+    }
+    {
+      Handle g = group(file_, "meta");
+      attr_string(g, "version", version);
+      attr_string(g, "study_name", study_name);
+      attr_string(g, "study", study_text);
+    }
+    (void)group(file_, "runs");
+  } catch (const std::exception& e) {
+    if (file_ >= 0) H5Fclose(file_);
+    file_ = -1;
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+    throw std::runtime_error(fmt::format("cannot write the sweep to '{}': {}", path, e.what()));
+  }
+}
+
+SweepFile::~SweepFile() {
+  if (file_ >= 0) {
+    H5Fclose(file_);
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+  }
+}
+
+void SweepFile::add_run(uint32_t id, const Recorder& rec, const ResultsMeta& meta,
+                        const std::string& row, int deflate_level) {
+  const Writer w{deflate_level};
+  Handle runs(check(H5Gopen2(file_, "runs", H5P_DEFAULT), "open /runs"), H5Gclose);
+  // Names sort in point order: zero-padded.
+  Handle g = group(runs, fmt::format("{:07}", id).c_str());
+  write_all(w, g, rec, meta);
+  write_tables(w, g, meta.tables);
+  attr_string(g, "row", row);
+}
+
+void SweepFile::finish(const Table& points) {
+  try {
+    if (H5Lexists(file_, "points", H5P_DEFAULT) > 0) {
+      check(H5Ldelete(file_, "points", H5P_DEFAULT), "replace /points");
+    }
+    // One compound row per point: numbers as float64, integers as int64, text as fixed strings.
+    const size_t n = points.rows();
+    std::vector<size_t> offset, width;
+    size_t row = 0;
+    for (const Column& c : points.columns()) {
+      offset.push_back(row);
+      size_t w = 8;
+      if (const auto* t = std::get_if<std::vector<std::string>>(&c.values)) {
+        w = 1;
+        for (const std::string& s : *t)
+          w = std::max(w, s.size() + 1);
+      }
+      width.push_back(w);
+      row += w;
+    }
+    Handle type(check(H5Tcreate(H5T_COMPOUND, std::max<size_t>(row, 1)), "compound /points"),
+                H5Tclose);
+    std::vector<char> buf(n * row, '\0');
+    for (size_t k = 0; k < points.columns().size(); ++k) {
+      const Column& c = points.columns()[k];
+      if (const auto* d = std::get_if<std::vector<double>>(&c.values)) {
+        check(H5Tinsert(type, c.name.c_str(), offset[k], H5T_NATIVE_DOUBLE), c.name.c_str());
+        for (size_t i = 0; i < n; ++i)
+          std::memcpy(buf.data() + i * row + offset[k], &(*d)[i], 8);
+      } else if (const auto* v = std::get_if<std::vector<int64_t>>(&c.values)) {
+        check(H5Tinsert(type, c.name.c_str(), offset[k], H5T_NATIVE_INT64), c.name.c_str());
+        for (size_t i = 0; i < n; ++i)
+          std::memcpy(buf.data() + i * row + offset[k], &(*v)[i], 8);
+      } else {
+        const auto& t = std::get<std::vector<std::string>>(c.values);
+        Handle st = string_type(width[k]);
+        check(H5Tinsert(type, c.name.c_str(), offset[k], st), c.name.c_str());
+        for (size_t i = 0; i < n; ++i)
+          std::memcpy(buf.data() + i * row + offset[k], t[i].data(), t[i].size());
+      }
+    }
+    write_table(Writer{}, file_, "points", type, buf.data(), n);
+    check(H5Fflush(file_, H5F_SCOPE_GLOBAL), "flush file");
+    check(H5Fclose(file_), "close file");
+    file_ = -1;
+    std::filesystem::rename(tmp_, path_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("cannot write the sweep to '{}': {}", path_, e.what()));
+  }
+}
+
 void write_tables_h5(const std::string& path, const ResultsMeta& meta) {
   const Writer w{0};
   write_atomically(path, [&](hid_t file) {

@@ -95,12 +95,15 @@ const ParamTable kEcmpTable{
     "transport header (docs/models/ecmp.md).",
     kEcmpParams};
 
-constexpr Param kPinnedParams[] = {kSchemeParam, kSourcePortParam, kReconvergenceParam};
+// Pinning hashes nothing; `hash` and `hash_offset` are accepted (and unused) so that a scenario
+// written for ECMP runs with `--set routing.scheme=pinned`, as studies do.
+constexpr Param kPinnedParams[] = {kSchemeParam, kHashParam, kHashOffsetParam, kSourcePortParam,
+                                   kReconvergenceParam};
 const ParamTable kPinnedTable{
     "routing (scheme: pinned)",
     "Path pinning by destination slice: every switch with a choice takes the member numbered "
     "by the destination NIC's port on its own leaf, modulo the group size "
-    "(docs/models/routing.md).",
+    "(docs/models/routing.md). `hash` and `hash_offset` are accepted and not used.",
     kPinnedParams};
 
 // MODELS.md 8: flowlet_timeout 100 us (ConWeave's RoCE implementations; sweep 50-500 us);

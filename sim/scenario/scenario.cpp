@@ -19,6 +19,7 @@
 #include "sim/scenario/calibration.hpp"
 #include "sim/scenario/events.hpp"
 #include "sim/scenario/jobs.hpp"
+#include "sim/scenario/study.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/topology/builders.hpp"
 #include "sim/topology/node_interior.hpp"
@@ -484,6 +485,7 @@ std::vector<const ParamTable*> all_tables() {
   t.push_back(&workload::kFlowTable);
   t.push_back(&kOutputTable);
   t.push_back(&calibration_file_table());
+  t.push_back(&study_table());
   return t;
 }
 
