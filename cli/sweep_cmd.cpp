@@ -202,18 +202,20 @@ int sweep(const SweepCommand& c) {
   size_t next = 0;  // index in `pending` of the next point to write
   size_t finished = 0;
   std::vector<std::exception_ptr> errors(pending.size());
+  auto write = [&](uint32_t id, const scenario::ScenarioRun& run) {
+    const std::string row = row_text(study, study.points[id], run);
+    const metrics::ResultsMeta meta{ROCESIM_VERSION,     run.name, study.scenario,
+                                    run.effective_yaml,  run.seed, {},
+                                    run.calibration_yaml};
+    file.add_run(id, *run.recorder, meta, row, run.compression);
+    rows[id] = row;
+  };
   // Writes the finished points in point order, as far as they go (under the mutex).
   auto flush = [&]() {
     while (next < pending.size()) {
       const auto it = ready.find(pending[next]);
       if (it == ready.end()) break;
-      const scenario::ScenarioRun& run = *it->second;
-      const scenario::StudyPoint& p = study.points[pending[next]];
-      const std::string row = row_text(study, p, run);
-      metrics::ResultsMeta meta{ROCESIM_VERSION, run.name, study.scenario,      run.effective_yaml,
-                                run.seed,        {},       run.calibration_yaml};
-      file.add_run(p.id, *run.recorder, meta, row, run.compression);
-      rows[p.id] = row;
+      write(it->first, *it->second);
       ready.erase(it);
       ++next;
     }
@@ -249,14 +251,8 @@ int sweep(const SweepCommand& c) {
     if (e) std::rethrow_exception(e);  // the SweepFile removes its temporary file
   }
   // Interrupted: the points that finished after a gap are written too, in point order.
-  for (auto& [id, run] : ready) {
-    const scenario::StudyPoint& p = study.points[id];
-    const std::string row = row_text(study, p, *run);
-    metrics::ResultsMeta meta{ROCESIM_VERSION, run->name, study.scenario,       run->effective_yaml,
-                              run->seed,       {},        run->calibration_yaml};
-    file.add_run(id, *run->recorder, meta, row, run->compression);
-    rows[id] = row;
-  }
+  for (const auto& [id, run] : ready)
+    write(id, *run);
   file.finish(points_table(study, rows));
   const size_t resumed = file.resumed().size();
   if (!c.quiet) {
