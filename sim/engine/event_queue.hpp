@@ -18,6 +18,7 @@ enum class EventKind : uint8_t {
   Timer,          // a: workload, b: tag
   LinkChange,     // a: link event
   Reconverge,     // a: link event whose reconvergence this is
+  Recompute,      // the router's periodic recomputation (traffic engineering)
 };
 
 struct Event {

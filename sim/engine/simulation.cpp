@@ -135,13 +135,28 @@ void Simulation::reconverge(uint32_t i) {
   e.converged = now_;
   // Every routed QP is asked again: a group that lost or regained a member re-hashes all of
   // its flows, not only those of the failed link.
+  reroute_all(e.qps_rerouted, e.flows_rerouted, e.qps_unroutable);
+}
+
+void Simulation::recompute() {
+  router_.recompute();
+  ++recomputations_;
+  uint64_t unroutable = 0;
+  reroute_all(recompute_qps_, recompute_flows_, unroutable);
+  if (workloads_done_ < workloads_.size()) {
+    queue_.push(now_ + router_.recompute_period(), EventKind::Recompute, 0);
+  }
+}
+
+void Simulation::reroute_all(uint64_t& qps_moved, uint64_t& flows_moved, uint64_t& unroutable) {
+  const uint64_t before = qps_moved;
   qp_moved_.assign(qps_.size(), 0);
   for (QpIndex q = 0; q < qps_.size(); ++q) {
     QpInfo& info = qps_[q];
     if (info.path == fabric::kNone) continue;  // not used yet: routed when it is
     if (connections_[info.connection].nvlink) continue;
     if (!route_qp(q)) {
-      ++e.qps_unroutable;  // keeps its path and waits for the links to come back
+      ++unroutable;  // keeps its path and waits for the links to come back
       continue;
     }
     const std::span<const fabric::LinkId> old = paths_.links(info.path);
@@ -150,11 +165,11 @@ void Simulation::reconverge(uint32_t i) {
     info.path = paths_.add(fabric_, route_scratch_);
     lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
     qp_moved_[q] = 1;
-    ++e.qps_rerouted;
+    ++qps_moved;
     for (Observer* o : observers_)
       o->on_qp_rerouted(q, from, info.path);
   }
-  if (e.qps_rerouted == 0) return;
+  if (qps_moved == before) return;
   for (uint32_t slot = 0; slot < running_.capacity(); ++slot) {
     Running& r = running_[slot];
     if (!r.live || r.bandwidth_end != Time::infinity()) continue;  // gone, or sent already
@@ -171,7 +186,7 @@ void Simulation::reconverge(uint32_t i) {
     if (r.legs == 1 && (pipe_legs_.size() <= slot || pipe_legs_[slot].empty())) {
       r.path = qps_[r.qp].path;  // its delivery latency is the new path's
     }
-    ++e.flows_rerouted;
+    ++flows_moved;
   }
 }
 
@@ -483,6 +498,9 @@ void Simulation::dispatch(const Event& e) {
     case EventKind::Reconverge:
       reconverge(e.a);
       break;
+    case EventKind::Recompute:
+      recompute();
+      break;
   }
 }
 
@@ -529,6 +547,9 @@ void Simulation::run() {
     }
   }
   uint64_t instants = 0;
+  if (router_.recompute_period() != Time::infinity() && router_.recompute_period() > Time::zero()) {
+    queue_.push(router_.recompute_period(), EventKind::Recompute, 0);
+  }
   // Link events later than the last workload do not extend the run.
   while (workloads_done_ < workloads_.size()) {
     const Time t_net = net_.next_event();

@@ -225,6 +225,11 @@ class Simulation {
   uint64_t flowlets() const { return flowlets_; }
   uint64_t flowlet_moves() const { return flowlet_moves_; }
   uint64_t flowlet_reorders() const { return flowlet_reorders_; }
+  /// Periodic recomputations of a router that has them (traffic engineering), and the QPs and
+  /// running flows they moved in all.
+  uint64_t recomputations() const { return recomputations_; }
+  uint64_t recompute_qps() const { return recompute_qps_; }
+  uint64_t recompute_flows() const { return recompute_flows_; }
   /// Whether a link is up now, and its capacity now (bytes/s of payload; 0 while down).
   bool link_up(fabric::LinkId l) const { return link_up_[l] != 0; }
   double link_capacity(fabric::LinkId l) const;
@@ -289,6 +294,9 @@ class Simulation {
   void new_burst(QpIndex qp);
   void apply_link_event(uint32_t e);
   void reconverge(uint32_t e);
+  void recompute();
+  /// Routes every routed QP again; moves those whose path changed, with their running flows.
+  void reroute_all(uint64_t& qps_moved, uint64_t& flows_moved, uint64_t& unroutable);
   /// Why workloads that never finished are stuck, thrown as an error.
   [[noreturn]] void report_stall() const;
   void start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double rate_cap, double window);
@@ -339,6 +347,7 @@ class Simulation {
   std::vector<uint32_t> qp_busy_;
   std::vector<Time> qp_idle_since_, qp_last_delivered_;
   uint64_t flowlets_ = 0, flowlet_moves_ = 0, flowlet_reorders_ = 0;
+  uint64_t recomputations_ = 0, recompute_qps_ = 0, recompute_flows_ = 0;
   uint32_t workloads_done_ = 0;
   uint64_t next_flow_id_ = 0;
   uint64_t events_ = 0;

@@ -250,6 +250,8 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
     attr_scalar(g, "flowlets", H5T_NATIVE_UINT64, sim.flowlets());
     attr_scalar(g, "flowlet_moves", H5T_NATIVE_UINT64, sim.flowlet_moves());
     attr_scalar(g, "flowlet_reorders", H5T_NATIVE_UINT64, sim.flowlet_reorders());
+    attr_scalar(g, "te_computations", H5T_NATIVE_UINT64, sim.recomputations());
+    attr_scalar(g, "te_moved_qps", H5T_NATIVE_UINT64, sim.recompute_qps());
   }
   {
     Handle t(H5Tcreate(H5T_COMPOUND, sizeof(NodeRow)), H5Tclose);

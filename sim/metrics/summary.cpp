@@ -51,6 +51,13 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
         sim.flowlets(), format_time(sim.router().flowlet_timeout()), sim.flowlet_moves(),
         sim.flowlet_reorders());
   }
+  if (sim.router().recompute_period() != Time::infinity()) {
+    out += fmt::format(
+        "\ntraffic engineering: {} computations (every {}); they moved {} QPs and {} running "
+        "flows\n",
+        sim.recomputations(), format_time(sim.router().recompute_period()), sim.recompute_qps(),
+        sim.recompute_flows());
+  }
   if (!sim.link_events().empty()) {
     out += fmt::format("\n{:<36} {:>12} {:>12} {:>13} {:>14} {:>11}\n", "link event", "at",
                        "converged", "QPs rerouted", "flows rerouted", "no path");

@@ -5,6 +5,7 @@
 #include "sim/routing/ecmp.hpp"
 #include "sim/routing/flowlet.hpp"
 #include "sim/routing/pinned.hpp"
+#include "sim/routing/te.hpp"
 
 namespace rocesim::routing {
 namespace {
@@ -51,9 +52,10 @@ constexpr Param kSchemeParam{
     .fallback = "ecmp",
     .help =
         "ecmp hashes the 5-tuple; e-ecmp also hashes the BTH destination QP; pinned takes "
-        "the uplink of the destination's leaf port; flowlet moves bursts after idle gaps "
+        "the uplink of the destination's leaf port; flowlet moves bursts after idle gaps; te "
+        "programs each QP's uplink from a central computation "
         "(see the tables of each scheme)",
-    .choices = "ecmp|e-ecmp|pinned|flowlet"};
+    .choices = "ecmp|e-ecmp|pinned|flowlet|te"};
 constexpr Param kSourcePortParam{
     .key = "source_port",
     .type = ParamType::Choice,
@@ -155,6 +157,28 @@ EcmpConfig read_hash(const ParamReader& r, uint64_t seed) {
   return c;
 }
 
+// DOMAIN.md: the controller runs CSPF periodically, e.g. every 30 s.
+constexpr Param kTeParams[] = {
+    kSchemeParam,
+    {.key = "period",
+     .type = ParamType::Time,
+     .fallback = "30s",
+     .help = "time between two computations of the controller (QPs new since the last one take "
+             "the ECMP routes meanwhile); 0: each QP placed as it first asks",
+     .check = Check::NonNegative},
+    kHashParam,
+    kHashOffsetParam,
+    kSourcePortParam,
+    kReconvergenceParam,
+};
+const ParamTable kTeTable{
+    "routing (scheme: te)",
+    "Centralized traffic engineering: a controller places every QP it knows on the leaf uplink "
+    "whose path has the widest residual capacity (CSPF over the live links, demands = the NIC "
+    "rate shared among its QPs) and programs it at the leaf; ECMP after the leaf, for QPs new "
+    "since the last computation, and where a programmed link is down (docs/models/routing.md).",
+    kTeParams};
+
 std::unique_ptr<Router> make_ecmp(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
   return std::make_unique<EcmpRouter>(f, read_hash(r, seed));
 }
@@ -165,6 +189,13 @@ std::unique_ptr<Router> make_flowlet(const ParamReader& r, const fabric::Fabric&
   c.timeout = r.time("flowlet_timeout");
   c.choice = r.choice("choice") == "random" ? FlowletChoice::Random : FlowletChoice::LeastLoaded;
   return std::make_unique<FlowletRouter>(f, c);
+}
+
+std::unique_ptr<Router> make_te(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
+  TeConfig c;
+  c.ecmp = read_hash(r, seed);
+  c.period = r.time("period");
+  return std::make_unique<TeRouter>(f, c);
 }
 
 std::unique_ptr<Router> make_pinned(const ParamReader&, const fabric::Fabric& f, uint64_t) {
@@ -186,6 +217,7 @@ std::span<const RouterType> routing_schemes() {
       {"e-ecmp", &kEcmpTable, &make_ecmp},
       {"pinned", &kPinnedTable, &make_pinned},
       {"flowlet", &kFlowletTable, &make_flowlet},
+      {"te", &kTeTable, &make_te},
   };
   return schemes;
 }

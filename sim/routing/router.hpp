@@ -51,6 +51,10 @@ class Router {
   /// (its next burst is a new flowlet); infinity for schemes whose paths change only with
   /// the links.
   virtual Time flowlet_timeout() const { return Time::infinity(); }
+  /// A controller that recomputes its paths every period (traffic engineering): the engine
+  /// calls recompute() then, and routes every QP again. Infinity: never.
+  virtual Time recompute_period() const { return Time::infinity(); }
+  virtual void recompute() {}
 
   /// The view of the links (null: every link up, no loads known). Resets what depends on it.
   void attach(const LinkView* view) {

@@ -58,7 +58,7 @@ META_STRINGS = ["version", "scenario_name", "scenario_file", "scenario", "fabric
                 "routing_scheme"]
 META_NUMBERS = {"seed": "u", "end_ps": "i", "events": "u", "flows_total": "u",
                 "flows_truncated": "u", "flowlets": "u", "flowlet_moves": "u",
-                "flowlet_reorders": "u"}
+                "flowlet_reorders": "u", "te_computations": "u", "te_moved_qps": "u"}
 NONE = 0xFFFFFFFF  # "no server", "no zone", "not routed"
 ROCEV2_PORT = 4791
 # Utilisation and rates are computed in floating point from integer counts.
@@ -124,6 +124,8 @@ def check_meta(f, c):
             int(attrs["flowlets"]), "/meta: flowlet reorders <= moves <= flowlets does not hold")
     c.check(text(attrs["routing_scheme"]) == "flowlet" or int(attrs["flowlets"]) == 0,
             "/meta: flowlets counted without flowlet routing")
+    c.check(text(attrs["routing_scheme"]) == "te" or int(attrs["te_computations"]) == 0,
+            "/meta: TE computations without traffic engineering")
     scenario = text(attrs["scenario"])
     try:
         import yaml  # python3-yaml, optional

@@ -477,5 +477,66 @@ TEST(LinkEvents, BadEventsAreLocatedErrors) {
   }
 }
 
+// ---- traffic engineering ----
+
+TEST(Te, PlacingEachQpAsItAsksReachesTheMaxMinOptimumOfATrafficMatrixThatFits) {
+  // period 0: each of the 8 QPs leaving leaf 0 at once is placed on the uplink with the widest
+  // residual, i.e. one not yet used: one flow per uplink, each at C, the wave ends at B / C + L
+  // (to 0.01 us), the max-min optimum of this fabric for this matrix.
+  const auto te = test::scenario_from_yaml(two_waves("{scheme: te, period: 0s}"), 2);
+  te->run();
+  const double C = test::roce_payload(400e9), B = 10e6;
+  for (const engine::FlowRecord& r : te->recorder->flows()) {
+    const double L = te->sim->paths().latency(r.path).in_us();
+    EXPECT_NEAR((r.delivered - r.start).in_us(), B / C * 1e6 + L, 0.01);
+  }
+  EXPECT_EQ(te->sim->recomputations(), 0u);
+}
+
+TEST(Te, APeriodicComputationMovesTheQpsThatEcmpCollided) {
+  // period T = 100 us: until T the new QPs take ECMP's paths (seed 2: k flows on the busiest
+  // uplink, each at C / k there, and on the one link down from its spine); at T the controller
+  // spreads them, one per uplink, each at C from then on. The last flow ends at
+  // T + (B - T C / k) / C, before ECMP alone (k B / C).
+  const auto ecmp = test::scenario_from_yaml(two_waves("{scheme: ecmp}"), 2);
+  ecmp->run();
+  uint32_t k = 0;
+  for (const metrics::TierResult& t : ecmp->recorder->tiers()) {
+    if (t.link_class == "leaf->spine") k = t.max_qps;
+  }
+  ASSERT_GE(k, 2u);
+  const auto te = test::scenario_from_yaml(two_waves("{scheme: te, period: 100us}"), 2);
+  te->run();
+  const double C = test::roce_payload(400e9), B = 10e6, T = 100e-6;
+  double last = 0;
+  for (const engine::FlowRecord& r : te->recorder->flows()) {
+    if (r.start == Time::zero()) last = std::max(last, r.bandwidth_end.in_seconds());
+  }
+  EXPECT_NEAR(last * 1e6, (T + (B - T * C / k) / C) * 1e6, 0.01);
+  EXPECT_GE(te->sim->recomputations(), 1u);
+  EXPECT_GE(te->sim->recompute_qps(), 1u);
+}
+
+TEST(Te, AProgrammedPathThatFailsFallsBackToEcmp) {
+  // The controller puts a and b on the two spines (period 0). When leaf0-spine1 goes down at
+  // t0, b stalls until routing converges at t0 + R; its programmed path is down, so it takes the
+  // ECMP route (spine 0, the only one left) and shares it with a: the closed form of the
+  // pinned case, a at t0 + R + 2 r_a / C and b R later.
+  auto yaml = two_flows("events:\n  - {at: 50us, action: down, link: [leaf0, spine1]}");
+  const std::string pinned = "{scheme: pinned, reconvergence: 100us}";
+  yaml.replace(yaml.find(pinned), pinned.size(), "{scheme: te, period: 0s, reconvergence: 100us}");
+  const auto run = test::scenario_from_yaml(yaml);
+  run->run();
+  const auto base = test::scenario_from_yaml(two_flows(""));
+  base->run();
+  const double C = test::roce_payload(400e9);
+  const double B = 100e6, t0 = 50e-6, R = 100e-6;
+  const double L = end_us(*base, 0) - B / C * 1e6;
+  const double a_end = t0 + R + 2 * (B - C * (t0 + R)) / C;
+  EXPECT_NEAR(end_us(*run, 0), a_end * 1e6 + L, 0.01);
+  EXPECT_NEAR(end_us(*run, 1), (a_end + R) * 1e6 + L, 0.01);
+  EXPECT_EQ(run->sim->link_events()[0].flows_rerouted, 1u);
+}
+
 }  // namespace
 }  // namespace rocesim::routing
