@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -113,11 +114,27 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
   };
 
+  // A seed is a whole number from 0 to 2^64 - 1: "-1" is not read as 2^64 - 1.
+  const CLI::Validator seed_check(
+      [](std::string& s) -> std::string {
+        const bool digits =
+            !s.empty() && s.size() <= 20 &&
+            std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits || (s.size() == 20 && s > "18446744073709551615")) {
+          return "a seed is a whole number from 0 to 18446744073709551615, not '" + s + "'";
+        }
+        return {};
+      },
+      "SEED");
+  const auto add_seed = [&](CLI::App* cmd, std::optional<uint64_t>& into) {
+    cmd->add_option("--seed", into, "override the scenario's seed")->check(seed_check);
+  };
+
   CLI::App* run =
       app.add_subcommand("run", "Simulate a scenario; print a summary, write results.h5");
   run->add_option("scenario", scenario_path, "scenario file (YAML)")->required();
   run->add_option("-o,--output", out_path, "results file (HDF5)")->capture_default_str();
-  run->add_option("--seed", seed, "override the scenario's seed");
+  add_seed(run, seed);
   run->add_option("--threads", threads, "worker threads (results do not depend on it)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -140,7 +157,7 @@ int main(int argc, char** argv) {
   nccl_tests->add_option("--scenario", nt.scenario, "scenario file (YAML)")->required();
   nccl_tests->add_option("-o,--output", nt.output, "results file (HDF5)")->capture_default_str();
   nccl_tests->add_flag("--no-output", nt_no_output, "do not write results.h5");
-  nccl_tests->add_option("--seed", nt.seed, "override the scenario's seed");
+  add_seed(nccl_tests, nt.seed);
   nccl_tests->add_option("--ranks", nt.ranks, "use the job's first N ranks");
   add_set(nccl_tests, nt.set, nt.calibration);
   nccl_tests
@@ -172,7 +189,7 @@ int main(int argc, char** argv) {
                    "directory for validation.csv, validation_bands.csv, validation.h5 and "
                    "validation.png")
       ->capture_default_str();
-  validate->add_option("--seed", val.seed, "override the scenario's seed");
+  add_seed(validate, val.seed);
   validate
       ->add_option("--tables", val.tables,
                    "compare only the tables whose names start with one of these (repeatable or "
@@ -232,7 +249,7 @@ int main(int argc, char** argv) {
                   "simulations run in parallel (results do not depend on it)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  fit->add_option("--seed", cf.seed, "override the scenario's seed");
+  add_seed(fit, cf.seed);
 
   cli::SweepCommand sw;
   sw.output = "sweep.h5";

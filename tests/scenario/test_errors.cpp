@@ -558,6 +558,30 @@ TEST_F(ScenarioErrors, MissingScenarioFileIsNamed) {
   EXPECT_THAT(files_in(dir), testing::IsEmpty());
 }
 
+TEST_F(ScenarioErrors, ASeedOnTheCommandLineIsNotWrapped) {
+  // "-1" would read as 2^64 - 1 in an unsigned 64-bit seed; 2^64 does not fit; both are errors
+  // of the option, for every command that takes a seed, and nothing is written.
+  const std::string dir = fresh_dir();
+  const std::string scenario = source_path("scenarios/quickstart.yaml");
+  for (const std::string& cmd :
+       {fmt::format("run {} -o {}/r.h5 --seed", scenario, dir),
+        fmt::format("nccl-tests --scenario {} -o {}/r.h5 --seed", scenario, dir)}) {
+    for (const std::string seed : {"-1", "18446744073709551616", "3x"}) {
+      const CommandResult r = run_cli(
+          fmt::format("{} {} {}", cmd, seed, cmd.rfind("nccl", 0) == 0 ? "all_reduce_perf" : ""));
+      EXPECT_EQ(r.exit_code, 2) << cmd << " " << seed << ": " << r.err;
+      EXPECT_THAT(r.err, testing::HasSubstr("--seed: a seed is a whole number from 0 to "
+                                            "18446744073709551615, not '" +
+                                            seed + "'"));
+    }
+  }
+  EXPECT_THAT(files_in(dir), testing::IsEmpty());
+  // The largest seed runs.
+  EXPECT_EQ(
+      run_cli(fmt::format("run {} --no-output -q --seed 18446744073709551615", scenario)).exit_code,
+      0);
+}
+
 TEST_F(ScenarioErrors, ScenarioPathThatIsADirectory) {
   const std::string dir = fresh_dir();
   const CommandResult r = run_cli(fmt::format("run {} -o {}/results.h5", dir, dir));
