@@ -1,6 +1,45 @@
 #include "cli/commands.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#ifndef ROCESIM_PYTHON
+#define ROCESIM_PYTHON "/usr/bin/python3"
+#endif
+#ifndef ROCESIM_PLOT_RESULTS_SCRIPT
+#define ROCESIM_PLOT_RESULTS_SCRIPT "scripts/plot_results.py"
+#endif
+
 namespace rocesim::cli {
+
+int run_program(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int plot(const std::string& results, const std::string& out_dir) {
+  // The script reports bad input (exit 2) and a missing library (exit 1) itself.
+  const int rc = run_program({ROCESIM_PYTHON, ROCESIM_PLOT_RESULTS_SCRIPT, results, out_dir});
+  if (rc < 0 || rc == 127) {
+    std::cerr << "error: cannot run " << ROCESIM_PYTHON << " " << ROCESIM_PLOT_RESULTS_SCRIPT
+              << " (is Debian's python3 installed? scripts/install-deps)\n";
+    return 1;
+  }
+  return rc;
+}
 
 std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& sets,
                                                 const std::vector<std::string>& files) {

@@ -62,6 +62,12 @@ std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& 
                                                 const std::vector<std::string>& files = {});
 int validate(const ValidateCommand& c);
 
+/// Runs a program (argv[0] an absolute path) and waits: its exit status, -1 if it could not
+/// be started or did not exit.
+int run_program(const std::vector<std::string>& argv);
+/// `rocesim plot`: scripts/plot_results.py on a results.h5, PNGs into `out_dir`.
+int plot(const std::string& results, const std::string& out_dir);
+
 struct SweepCommand {
   std::string study;
   std::string output;  // sweep.h5

@@ -4,6 +4,7 @@
 //   rocesim validate --measured LOG_OR_DIR --scenario SCENARIO.yaml [-o DIR]
 //   rocesim calibrate fit --measured FILES --scenario SCENARIO.yaml [-o calibration.yaml]
 //   rocesim sweep STUDY.yaml [-o sweep.h5] [--threads N]
+//   rocesim plot RESULTS.h5 [-o DIR]
 //   rocesim topo FILE.yaml
 //   rocesim schema
 // Exit codes (commands.hpp): 0 success, 2 bad input (scenario, arguments), 3 internal error, 1
@@ -269,6 +270,14 @@ int main(int argc, char** argv) {
                     "run only the points FIRST-LAST of the study (the file keeps the others it "
                     "holds)");
 
+  std::string plot_results, plot_dir = "plots";
+  CLI::App* plot = app.add_subcommand(
+      "plot",
+      "Draw a results.h5: link utilisation per tier, flow completion times, and bus bandwidth "
+      "over size for nccl-tests runs (PNG files)");
+  plot->add_option("results", plot_results, "results file (HDF5) of run or nccl-tests")->required();
+  plot->add_option("-o,--output", plot_dir, "directory for the PNG files")->capture_default_str();
+
   CLI::App* schema = app.add_subcommand("schema", "Print the scenario reference (Markdown)");
 
   try {
@@ -294,6 +303,7 @@ int main(int argc, char** argv) {
       return cli::validate(val);
     }
     if (fit->parsed()) return cli::calibrate_fit(cf);
+    if (plot->parsed()) return cli::plot(plot_results, plot_dir);
     if (sweep->parsed()) {
       if (!sweep_points.empty()) {
         unsigned first = 0, last = 0;

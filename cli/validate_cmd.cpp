@@ -1,7 +1,5 @@
 // rocesim validate: simulated against measured nccl-tests tables.
 #include <fmt/format.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
@@ -21,26 +19,6 @@
 #endif
 
 namespace rocesim::cli {
-namespace {
-
-/// Runs a program with arguments (no shell); returns its exit status, or -1 if it could not run.
-int run_program(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  if (::waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-}  // namespace
 
 int validate(const ValidateCommand& c) {
   namespace fs = std::filesystem;

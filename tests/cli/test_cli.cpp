@@ -108,6 +108,38 @@ TEST_P(ExampleScenario, RunsPrintsItsSummaryAndWritesReadableResults) {
 INSTANTIATE_TEST_SUITE_P(Scenarios, ExampleScenario, testing::ValuesIn(yaml_files("scenarios")),
                          test_name);
 
+// ---- rocesim plot ----
+
+TEST(Plot, DrawsTheTiersAndTheFlowsOfARunTheSameEachTimeAndBusBandwidthOfNcclTests) {
+  const TempDir dir("cli-plot");
+  ASSERT_EQ(run_cli(fmt::format("run {} -q -o {}", source_path("scenarios/quickstart.yaml"),
+                                dir / "q.h5"))
+                .exit_code,
+            0);
+  const CommandResult a = run_cli(fmt::format("plot {} -o {}", dir / "q.h5", dir / "a"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, fmt::format("{}/links.png\n{}/fct.png\n", dir / "a", dir / "a"));
+  ASSERT_EQ(run_cli(fmt::format("plot {} -o {}", dir / "q.h5", dir / "b")).exit_code, 0);
+  for (const char* png : {"links.png", "fct.png"}) {
+    const std::string bytes = slurp(dir / "a" + "/" + png);
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << png;
+    EXPECT_EQ(bytes, slurp(dir / "b" + "/" + png)) << png;
+  }
+  ASSERT_EQ(run_cli(fmt::format("nccl-tests --scenario {} -o {} all_reduce_perf -b 8 -e 1M -f 8",
+                                source_path("scenarios/nccl_collectives.yaml"), dir / "n.h5"))
+                .exit_code,
+            0);
+  const CommandResult n = run_cli(fmt::format("plot {} -o {}", dir / "n.h5", dir / "n"));
+  ASSERT_EQ(n.exit_code, 0) << n.err;
+  EXPECT_THAT(n.out, HasSubstr("busbw.png"));
+  // Not a results file: exit 2, nothing drawn.
+  std::ofstream(dir / "bad.h5") << "not hdf5";
+  const CommandResult bad = run_cli(fmt::format("plot {} -o {}", dir / "bad.h5", dir / "c"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("expected a results.h5 written by rocesim"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "c"));
+}
+
 // ---- rocesim nccl-tests ----
 
 TEST(NcclTests, PrintsTheTableAndWritesItsRows) {
