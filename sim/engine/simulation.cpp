@@ -48,12 +48,9 @@ void Simulation::new_burst(QpIndex q) {
   if (info.path == fabric::kNone || qp_busy_[q] > 0) return;
   if (connections_[info.connection].nvlink || now_ - qp_idle_since_[q] <= flowlet_timeout_) return;
   ++flowlets_;
-  if (!route_qp(q)) return;  // nowhere to go now: it stays
-  const std::span<const fabric::LinkId> old = paths_.links(info.path);
-  if (std::equal(old.begin(), old.end(), route_scratch_.begin(), route_scratch_.end())) return;
+  if (!route_qp(q) || same_route(q)) return;  // nowhere to go now, or the same: it stays
   const routing::PathId from = info.path;
-  info.path = paths_.add(fabric_, route_scratch_);
-  lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
+  assign_route(q);
   ++flowlet_moves_;
   // Its first byte arrives one path latency from now; the previous burst's last arrived (or
   // will arrive) at qp_last_delivered_.
@@ -108,7 +105,65 @@ bool Simulation::route_qp(QpIndex qp) {
   req.key = info.key;
   req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
   req.relay = c.relay;
-  return router_.route(req, route_scratch_);
+  return router_.spread(req, spread_);
+}
+
+bool Simulation::same_route(QpIndex qp) const {
+  const QpInfo& info = qps_[qp];
+  const size_t n = info.sub_count == 0 ? 1 : info.sub_count;
+  if (spread_.size() != n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const routing::PathId p =
+        info.sub_count == 0 ? info.path : sub_routes_[info.sub_begin + i].path;
+    const double share = info.sub_count == 0 ? 1.0 : sub_routes_[info.sub_begin + i].share;
+    const std::span<const fabric::LinkId> mine = paths_.links(p), theirs = spread_.path(i);
+    if (share != spread_.share[i] ||
+        !std::equal(mine.begin(), mine.end(), theirs.begin(), theirs.end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+routing::PathId Simulation::assign_route(QpIndex qp) {
+  QpInfo& info = qps_[qp];
+  if (spread_.size() == 1) {
+    info.sub_count = 0;
+    info.path = paths_.add(fabric_, spread_.path(0));
+    lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
+    return info.path;
+  }
+  // Sprayed: each path interned, and their union weighted by the shares, whose latency is the
+  // slowest path's (the last byte comes by it).
+  info.sub_begin = static_cast<uint32_t>(sub_routes_.size());
+  info.sub_count = static_cast<uint32_t>(spread_.size());
+  Time latency{};
+  for (size_t i = 0; i < spread_.size(); ++i) {
+    const routing::PathId p = paths_.add(fabric_, spread_.path(i));
+    lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(p)));
+    latency = std::max(latency, paths_.latency(p));
+    sub_routes_.push_back({p, spread_.share[i]});
+  }
+  flow_routes_.clear();
+  append_routes(qp, 1.0, flow_routes_);
+  network::FlowSpec spec;
+  spec.routes = flow_routes_;
+  network::merge_routes(fabric_, spec, link_weight_, pipe_links_, pipe_weights_);
+  info.path = paths_.add_weighted(pipe_links_, pipe_weights_, latency);
+  lane_of_path_.push_back(deliveries_.lane_for(latency));
+  return info.path;
+}
+
+void Simulation::append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const {
+  const QpInfo& info = qps_[qp];
+  if (info.sub_count == 0) {
+    out.push_back({paths_.links(info.path), share, qp});
+    return;
+  }
+  for (uint32_t i = 0; i < info.sub_count; ++i) {
+    const SubRoute& s = sub_routes_[info.sub_begin + i];
+    out.push_back({paths_.links(s.path), share * s.share, qp});
+  }
 }
 
 void Simulation::flow_routes(uint32_t slot) {
@@ -118,13 +173,11 @@ void Simulation::flow_routes(uint32_t slot) {
     for (const PipelineLeg& leg : pipe_legs_[slot]) {
       const Connection& c = connections_[leg.connection];
       const double per_qp = leg.share / c.qps;
-      for (uint32_t q = 0; q < c.qps; ++q) {
-        const QpIndex qp = c.first_qp + q;
-        pipe_routes_.push_back({paths_.links(qps_[qp].path), per_qp, qp});
-      }
+      for (uint32_t q = 0; q < c.qps; ++q)
+        append_routes(c.first_qp + q, per_qp, pipe_routes_);
     }
   } else {
-    pipe_routes_.push_back({paths_.links(qps_[r.qp].path), 1.0, r.qp});
+    append_routes(r.qp, 1.0, pipe_routes_);
   }
 }
 
@@ -159,11 +212,9 @@ void Simulation::reroute_all(uint64_t& qps_moved, uint64_t& flows_moved, uint64_
       ++unroutable;  // keeps its path and waits for the links to come back
       continue;
     }
-    const std::span<const fabric::LinkId> old = paths_.links(info.path);
-    if (std::equal(old.begin(), old.end(), route_scratch_.begin(), route_scratch_.end())) continue;
+    if (same_route(q)) continue;
     const routing::PathId from = info.path;
-    info.path = paths_.add(fabric_, route_scratch_);
-    lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
+    assign_route(q);
     qp_moved_[q] = 1;
     ++qps_moved;
     for (Observer* o : observers_)
@@ -320,8 +371,7 @@ routing::PathId Simulation::path_of(QpIndex qp) {
       router_.attach(&view_);
       ROCESIM_CHECK(ok, "every pair of GPUs has a path in the whole fabric");
     }
-    info.path = paths_.add(fabric_, route_scratch_);
-    lane_of_path_.push_back(deliveries_.lane_for(paths_.latency(info.path)));
+    assign_route(qp);
     for (Observer* o : observers_)
       o->on_qp_routed(qp, info.path);
   }
@@ -332,9 +382,10 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double
                             double window) {
   if (flowlet_timeout_ != Time::infinity()) new_burst(qp);
   const routing::PathId path = path_of(qp);
-  const network::Route route{paths_.links(path), 1.0, qp};
+  flow_routes_.clear();
+  append_routes(qp, 1.0, flow_routes_);
   network::FlowSpec spec;
-  spec.routes = std::span<const network::Route>(&route, 1);
+  spec.routes = flow_routes_;
   spec.bytes = static_cast<double>(bytes);
   spec.rate_cap = rate_cap;
   spec.window = window;
@@ -382,14 +433,16 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
       (void)path_of(c.first_qp + q);
     }
   }
-  pipe_routes_.clear();
-  for (const PipelineLeg& leg : legs) {
-    const Connection& c = connections_[leg.connection];
-    const double per_qp = leg.share / c.qps;
-    for (uint32_t q = 0; q < c.qps; ++q) {
-      pipe_routes_.push_back({paths_.links(qps_[c.first_qp + q].path), per_qp, c.first_qp + q});
+  auto build = [&]() {
+    pipe_routes_.clear();
+    for (const PipelineLeg& leg : legs) {
+      const Connection& c = connections_[leg.connection];
+      const double per_qp = leg.share / c.qps;
+      for (uint32_t q = 0; q < c.qps; ++q)
+        append_routes(c.first_qp + q, per_qp, pipe_routes_);
     }
-  }
+  };
+  build();
   network::FlowSpec spec;
   spec.routes = pipe_routes_;
   spec.bytes = static_cast<double>(bytes.count());
@@ -402,8 +455,8 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   network::merge_routes(fabric_, spec, link_weight_, pipe_links_, pipe_weights_);
   if (pipe_weights_.empty()) pipe_weights_.assign(pipe_links_.size(), 1.0);
   const routing::PathId p = paths_.add_weighted(pipe_links_, pipe_weights_, Time::zero());
-  for (network::Route& r : pipe_routes_)  // the table may have moved
-    r.hops = paths_.links(qps_[r.qp].path);
+  build();  // the table may have moved
+  spec.routes = pipe_routes_;
   lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
   const uint32_t slot = transfers_.acquire();
   transfers_[slot] = Transfer{w, tag, 1};

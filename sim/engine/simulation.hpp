@@ -122,7 +122,10 @@ struct FlowRecord {
 struct QpInfo {
   ConnectionId connection;
   fabric::FlowKey key;  // all zero for NVLink connections
+  /// Its path; for a QP whose packets are sprayed, the union of its paths, each link weighted
+  /// by the share of the QP's bytes it carries.
   routing::PathId path = fabric::kNone;
+  uint32_t sub_begin = 0, sub_count = 0;  // sprayed: its paths in Simulation's sub-route list
 };
 
 /// Receives what happens; writers and statistics subscribe, models never write files.
@@ -282,8 +285,14 @@ class Simulation {
   };
 
   routing::PathId path_of(QpIndex qp);
-  /// Asks the router for a QP's path into route_scratch_; false when there is none now.
+  /// Asks the router for a QP's paths into spread_; false when there is none now.
   bool route_qp(QpIndex qp);
+  /// Whether spread_ is the QP's current routing.
+  bool same_route(QpIndex qp) const;
+  /// Makes spread_ the QP's routing (interns its paths); returns the QP's path (or union).
+  routing::PathId assign_route(QpIndex qp);
+  /// The routes a flow on `qp` carrying `share` of its bytes takes (several if sprayed).
+  void append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const;
   /// The routes of a running flow over its QPs' current paths, into pipe_routes_.
   void flow_routes(uint32_t slot);
   /// Calls f(qp) for every QP a running flow uses.
@@ -329,7 +338,13 @@ class Simulation {
   DeliveryLanes<uint32_t> deliveries_;    // bandwidth phase over, waiting for the last byte
   std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)
   std::vector<network::Completion> finished_;
-  std::vector<fabric::LinkId> route_scratch_;
+  routing::Spread spread_;  // the router's last answer
+  struct SubRoute {
+    routing::PathId path;
+    double share;
+  };
+  std::vector<SubRoute> sub_routes_;  // of sprayed QPs (QpInfo::sub_begin, sub_count)
+  std::vector<network::Route> flow_routes_;
   std::vector<int64_t> qp_bytes_;    // per QP of the connection being posted to
   std::vector<double> link_weight_;  // scratch per link while merging a pipeline's legs
   std::vector<network::Route> pipe_routes_;

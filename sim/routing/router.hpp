@@ -36,6 +36,23 @@ struct RouteRequest {
   fabric::NodeId relay = fabric::kNone;
 };
 
+/// A QP's paths when its packets are sprayed: path i is links[begin[i], begin[i + 1]) and carries
+/// share[i] of the QP's bytes (the shares sum to 1). One path of share 1 for other schemes.
+struct Spread {
+  std::vector<fabric::LinkId> links;
+  std::vector<uint32_t> begin{0};
+  std::vector<double> share;
+  size_t size() const { return share.size(); }
+  std::span<const fabric::LinkId> path(size_t i) const {
+    return {links.data() + begin[i], begin[i + 1] - begin[i]};
+  }
+  void clear() {
+    links.clear();
+    begin.assign(1, 0);
+    share.clear();
+  }
+};
+
 class Router {
  public:
   virtual ~Router() = default;
@@ -44,6 +61,15 @@ class Router {
   /// it stands, has no path between them (a link or switch on every way is down); `out` is then
   /// unspecified.
   virtual bool route(const RouteRequest& req, std::vector<fabric::LinkId>& out) = 0;
+  /// The paths a QP's packets take and each one's share: one path, route()'s, unless the scheme
+  /// sprays packets (adaptive routing). False when there is no path.
+  virtual bool spread(const RouteRequest& req, Spread& out) {
+    out.clear();
+    if (!route(req, out.links)) return false;
+    out.begin.push_back(static_cast<uint32_t>(out.links.size()));
+    out.share.push_back(1.0);
+    return true;
+  }
   /// The links changed state and routing has converged on the view's new state: forget what
   /// depended on the old one.
   virtual void links_changed() = 0;
