@@ -91,38 +91,10 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.in_flight = 0;
   fl.reduce = spec.reduce_in_switches;
   fl.lost = 0;
+  fl.window = spec.window;
+  fl.tc = spec.traffic_class;
   ++active_flows_;
-  count_reduced(spec.routes, fl.reduce, 1);
-  for (const Route& r : spec.routes) {
-    ROCESIM_CHECK(!r.hops.empty() && r.share > 0, "a route crosses a link and carries bytes");
-    const uint32_t id = routes_.acquire();
-    RouteState& rs = routes_[id];
-    rs = RouteState{};
-    rs.flow = h;
-    rs.qp = r.qp;
-    rs.share = r.share;
-    rs.tc = spec.traffic_class;
-    rs.window = spec.window * r.share;
-    rs.live = true;
-    set_hops(rs, r.hops, fl.reduce);
-    if (rs.qp != kNoQp) {
-      if (rs.qp >= qps_.size()) qps_.resize(rs.qp + 1);
-      QpState& q = qps_[rs.qp];
-      if (!q.seen) {
-        q.seen = true;
-        q.line = rs.line;
-        q.rc = q.rt = rs.line;
-        q.alpha = 1;
-        q.last = t;
-      } else if (q.users == 0 && t > q.last) {
-        // Idle since its last flow: what the increase timer did meanwhile, without congestion.
-        update_qp(q, t - q.last);
-      }
-      q.last = t;
-    }
-    fl.routes.push_back(id);
-  }
-  count_reduced(spec.routes, fl.reduce, -1);
+  add_routes(h, spec.routes, t);
   dirty_ = true;
   added_ = true;
   return h;
@@ -163,10 +135,69 @@ void FluidNetwork::set_hops(RouteState& rs, std::span<const fabric::LinkId> hops
   }
 }
 
+void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, double t) {
+  FlowState& fl = flows_[h];
+  count_reduced(routes, fl.reduce, 1);
+  for (const Route& r : routes) {
+    ROCESIM_CHECK(!r.hops.empty() && r.share > 0, "a route crosses a link and carries bytes");
+    const uint32_t id = routes_.acquire();
+    RouteState& rs = routes_[id];
+    rs = RouteState{};
+    rs.flow = h;
+    rs.qp = r.qp;
+    rs.share = r.share;
+    rs.tc = fl.tc;
+    rs.window = fl.window * r.share;
+    rs.live = true;
+    set_hops(rs, r.hops, fl.reduce);
+    if (rs.qp != kNoQp) {
+      if (rs.qp >= qps_.size()) qps_.resize(rs.qp + 1);
+      QpState& q = qps_[rs.qp];
+      if (!q.seen) {
+        q.seen = true;
+        q.line = rs.line;
+        q.rc = q.rt = rs.line;
+        q.alpha = 1;
+        q.last = t;
+      } else if (q.users == 0 && t > q.last) {
+        // Idle since its last flow: what the increase timer did meanwhile, without congestion.
+        update_qp(q, t - q.last);
+      }
+      q.last = t;
+    }
+    fl.routes.push_back(id);
+  }
+  count_reduced(routes, fl.reduce, -1);
+}
+
 FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Time now) {
   FlowState& fl = flows_[f];
-  ROCESIM_CHECK(fl.live && routes.size() == fl.routes.size(),
-                "rerouting a running flow, route for route");
+  ROCESIM_CHECK(fl.live, "rerouting a running flow");
+  now_ = std::max(now_, now.in_seconds());
+  dirty_ = true;
+  added_ = true;  // rates are computed again at the next commit
+  if (routes.size() != fl.routes.size()) {
+    // Another number of paths (a sprayed QP after a failure): the old routes retire, and what
+    // they still held counts as not sent, for the new routes to send again; the flow's
+    // progress is that of its route furthest behind.
+    double behind = 0;
+    for (const uint32_t r : fl.routes) {
+      RouteState& rs = routes_[r];
+      double held = 0;
+      for (Hop& hop : rs.hops) {
+        held += hop.b;
+        hop.a = hop.b = hop.d = 0;
+      }
+      behind = std::max(behind, held / rs.share);
+      rs.live = false;
+      retired_.push_back(r);
+    }
+    fl.routes.clear();
+    add_routes(f, routes, now_);
+    fl.lost += behind;
+    if (fl.lost > 0 || !fl.sending) resend(fl);
+    return f;
+  }
   count_reduced(routes, fl.reduce, 1);
   for (size_t i = 0; i < routes.size(); ++i) {
     RouteState& rs = routes_[fl.routes[i]];
@@ -187,9 +218,6 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
     }
   }
   count_reduced(routes, fl.reduce, -1);
-  now_ = std::max(now_, now.in_seconds());
-  dirty_ = true;
-  added_ = true;  // rates are computed again at the next commit
   return f;
 }
 

@@ -168,6 +168,8 @@ class FluidNetwork final : public NetworkModel {
     bool sending = false;
     bool reduce = false;  // FlowSpec::reduce_in_switches
     double lost = 0;      // bytes dropped by links that are down, to send again
+    double window = 0;    // FlowSpec::window
+    TrafficClass tc = TrafficClass::Lossless;
   };
   struct QpState {
     double rc = 0, rt = 0, alpha = 1;
@@ -211,6 +213,8 @@ class FluidNetwork final : public NetworkModel {
   void count_reduced(std::span<const Route> routes, bool reduce, int sign);
   /// A route's hops over `hops`, its sender's scheduling hop and line rate.
   void set_hops(RouteState& rs, std::span<const fabric::LinkId> hops, bool reduce);
+  /// New route states for a flow's `routes` (appended to its list), with their QPs' state.
+  void add_routes(FlowHandle h, std::span<const Route> routes, double t);
   /// The sender of a flow that lost bytes on a link that is down sends them again.
   void resend(FlowState& fl);
   void rebuild();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/routing/adaptive.hpp"
 #include "sim/routing/ecmp.hpp"
 #include "sim/routing/flowlet.hpp"
 #include "sim/routing/pinned.hpp"
@@ -53,9 +54,10 @@ constexpr Param kSchemeParam{
     .help =
         "ecmp hashes the 5-tuple; e-ecmp also hashes the BTH destination QP; pinned takes "
         "the uplink of the destination's leaf port; flowlet moves bursts after idle gaps; te "
-        "programs each QP's uplink from a central computation "
+        "programs each QP's uplink from a central computation; adaptive sprays packets over "
+        "every equal-cost path by load "
         "(see the tables of each scheme)",
-    .choices = "ecmp|e-ecmp|pinned|flowlet|te"};
+    .choices = "ecmp|e-ecmp|pinned|flowlet|te|adaptive"};
 constexpr Param kSourcePortParam{
     .key = "source_port",
     .type = ParamType::Choice,
@@ -179,6 +181,32 @@ const ParamTable kTeTable{
     "since the last computation, and where a programmed link is down (docs/models/routing.md).",
     kTeParams};
 
+constexpr Param kAdaptiveParams[] = {
+    kSchemeParam,
+    {.key = "min_spare",
+     .type = ParamType::Number,
+     .fallback = "0.05",
+     .help = "share of a member link's capacity counted as spare however loaded it is (a busy "
+             "link still gets packets)",
+     .check = Check::Fraction},
+    {.key = "max_paths",
+     .type = ParamType::Integer,
+     .fallback = "64",
+     .help = "paths a QP is spread over at most; a switch whose branching would exceed it "
+             "sends the QP to its least loaded member",
+     .check = Check::Positive},
+    kHashParam,
+    kHashOffsetParam,
+    kSourcePortParam,
+    kReconvergenceParam,
+};
+const ParamTable kAdaptiveTable{
+    "routing (scheme: adaptive)",
+    "Adaptive routing / packet spraying (Spectrum-X, Ultra Ethernet): every switch spreads a "
+    "QP's bytes over its equal-cost next hops in proportion to their spare capacity, again at "
+    "every new burst of the QP; the receiving NIC reorders (docs/models/routing.md).",
+    kAdaptiveParams};
+
 std::unique_ptr<Router> make_ecmp(const ParamReader& r, const fabric::Fabric& f, uint64_t seed) {
   return std::make_unique<EcmpRouter>(f, read_hash(r, seed));
 }
@@ -196,6 +224,16 @@ std::unique_ptr<Router> make_te(const ParamReader& r, const fabric::Fabric& f, u
   c.ecmp = read_hash(r, seed);
   c.period = r.time("period");
   return std::make_unique<TeRouter>(f, c);
+}
+
+std::unique_ptr<Router> make_adaptive(const ParamReader& r, const fabric::Fabric& f,
+                                      uint64_t seed) {
+  AdaptiveConfig c;
+  c.ecmp = read_hash(r, seed);
+  c.min_spare = r.number("min_spare");
+  c.max_paths = r.integer_as<uint32_t>("max_paths");
+  if (c.max_paths > 4096) r.fail("max_paths", "at most 4096", std::to_string(c.max_paths));
+  return std::make_unique<AdaptiveRouter>(f, c);
 }
 
 std::unique_ptr<Router> make_pinned(const ParamReader&, const fabric::Fabric& f, uint64_t) {
@@ -218,6 +256,7 @@ std::span<const RouterType> routing_schemes() {
       {"pinned", &kPinnedTable, &make_pinned},
       {"flowlet", &kFlowletTable, &make_flowlet},
       {"te", &kTeTable, &make_te},
+      {"adaptive", &kAdaptiveTable, &make_adaptive},
   };
   return schemes;
 }

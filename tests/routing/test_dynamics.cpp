@@ -539,6 +539,81 @@ TEST(Te, AProgrammedPathThatFailsFallsBackToEcmp) {
   EXPECT_EQ(run->sim->link_events()[0].flows_rerouted, 1u);
 }
 
+// ---- adaptive routing (packet spraying) ----
+
+TEST(Adaptive, SpreadsAQpOverEveryPathByTheSpareCapacityOfEachHop) {
+  // 4 uplinks (one per spine, one link down from each spine): 4 paths. Idle, each gets 1/4.
+  // With uplinks at 0, 0.5, 0.9 and 0.97 of their capacity C, the spares are C, 0.5 C, 0.1 C
+  // and 0.05 C (min_spare: 0.03 C is below it): shares 1/1.65, 0.5/1.65, 0.1/1.65, 0.05/1.65.
+  const Fabric f = test::fabric_from_yaml(clos(2, 4));
+  auto router = test::router_from_yaml(f, "{scheme: adaptive}");
+  std::vector<LinkId> up;
+  for (const LinkId l : f.out_links(f.find("leaf0"))) {
+    if (f.node(f.link(l).dst).role == fabric::SwitchRole::Spine) up.push_back(l);
+  }
+  ASSERT_EQ(up.size(), 4u);
+  const RouteRequest req{f.gpu(0), f.gpu(5), {}, {}};
+  Spread s;
+  ASSERT_TRUE(router->spread(req, s));
+  ASSERT_EQ(s.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_DOUBLE_EQ(s.share[i], 0.25);
+  const double C = f.link(up[0]).capacity.bytes_per_second();
+  Loads view(f, {{up[0], 0}, {up[1], 0.5 * C}, {up[2], 0.9 * C}, {up[3], 0.97 * C}});
+  router->attach(&view);
+  view.now_ = Time::us(1);  // another instant: nothing of the first spread is kept
+  ASSERT_TRUE(router->spread(req, s));
+  ASSERT_EQ(s.size(), 4u);
+  const double expected[] = {1 / 1.65, 0.5 / 1.65, 0.1 / 1.65, 0.05 / 1.65};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.path(i)[2], up[i]);  // GPU->NIC, NIC->leaf, the uplink
+    EXPECT_NEAR(s.share[i], expected[i], 1e-12);
+  }
+}
+
+TEST(Adaptive, SprayingRemovesTheCollisionsOfHashing) {
+  // The eight simultaneous flows of two_waves, each spread over the 8 uplinks: every uplink
+  // carries 1/8 of each, C in all, and every flow runs at C: B / C + L to 0.01 us.
+  const auto run = test::scenario_from_yaml(two_waves("{scheme: adaptive}"), 2);
+  run->run();
+  const double C = test::roce_payload(400e9), B = 10e6;
+  for (const engine::FlowRecord& r : run->recorder->flows()) {
+    const double L = run->sim->paths().latency(r.path).in_us();
+    EXPECT_NEAR((r.delivered - r.start).in_us(), B / C * 1e6 + L, 0.01);
+  }
+}
+
+TEST(Adaptive, AFailureStallsEverySprayedFlowUntilRoutingConverges) {
+  // a and b each spray half their bytes over each spine. When leaf0-spine1 goes down at t0,
+  // half of each flow is on a dead link: both stall until t0 + R, then both move wholly to
+  // spine 0 and share it: each sent C t0 before, then (B - C t0) at C / 2:
+  // end = t0 + R + 2 (B - C t0) / C for both (plus the path latency). The fluid model moves
+  // the same flows (2 routes become 1; what the dead route held is sent again) and, with
+  // queues and DCQCN on the shared uplink, cannot beat the max-min end.
+  const std::string ev = "events:\n  - {at: 50us, action: down, link: [leaf0, spine1]}";
+  auto yaml = [&](const std::string& network) {
+    std::string y = two_flows(ev, network);
+    const std::string pinned = "{scheme: pinned, reconvergence: 100us}";
+    return y.replace(y.find(pinned), pinned.size(), "{scheme: adaptive, reconvergence: 100us}");
+  };
+  const auto run = test::scenario_from_yaml(yaml("{}"));
+  run->run();
+  const auto base = test::scenario_from_yaml(two_flows(""));
+  base->run();
+  const double C = test::roce_payload(400e9);
+  const double B = 100e6, t0 = 50e-6, R = 100e-6;
+  const double L = end_us(*base, 0) - B / C * 1e6;
+  const double end = (t0 + R + 2 * (B - C * t0) / C) * 1e6 + L;
+  EXPECT_NEAR(end_us(*run, 0), end, 0.01);
+  EXPECT_NEAR(end_us(*run, 1), end, 0.01);
+  EXPECT_EQ(run->sim->link_events()[0].flows_rerouted, 2u);
+  const auto fluid = test::scenario_from_yaml(yaml("{model: fluid}"));
+  fluid->run();
+  EXPECT_EQ(fluid->sim->link_events()[0].flows_rerouted, 2u);
+  EXPECT_GE(end_us(*fluid, 0), 0.99 * end);
+  EXPECT_GE(end_us(*fluid, 1), 0.99 * end);
+}
+
 // ---- in direction, on the quickstart's AI Zone (128 GPUs, 1:1), seeds 1-3 ----
 
 /// Mean completion (ms) of the quickstart's 64 MiB permutation over seeds 1-3 with `sets`.
