@@ -108,6 +108,30 @@ TEST_P(ExampleScenario, RunsPrintsItsSummaryAndWritesReadableResults) {
 INSTANTIATE_TEST_SUITE_P(Scenarios, ExampleScenario, testing::ValuesIn(yaml_files("scenarios")),
                          test_name);
 
+// ---- the README ----
+
+TEST(Readme, TheScenarioRunsWhereItSaysToSaveIt) {
+  // The YAML block after "A scenario" in README.md, saved as scenarios/my-study.yaml of a copy
+  // of the layout (topologies/ beside scenarios/), runs; shrunk with --set to rings of 8 and
+  // one QP so that the suite stays quick (the file as written takes a few seconds).
+  const std::string readme = slurp(source_path("README.md"));
+  const size_t at = readme.find("A scenario, saved as `scenarios/my-study.yaml`");
+  ASSERT_NE(at, std::string::npos);
+  const size_t begin = readme.find("```yaml\n", at) + 8;
+  const size_t end = readme.find("```", begin);
+  ASSERT_LT(begin, end);
+  const TempDir dir("readme");
+  std::filesystem::create_directories(dir / "scenarios");
+  std::filesystem::create_directory_symlink(source_path("topologies"), dir / "topologies");
+  std::ofstream(dir / "scenarios/my-study.yaml") << readme.substr(begin, end - begin);
+  const CommandResult r =
+      run_cli(fmt::format("run {} --no-output --set workloads[dp-allreduce].group_size=8 --set "
+                          "workloads[dp-allreduce].qps_per_connection=1",
+                          dir / "scenarios/my-study.yaml"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("scenario my-study"));
+}
+
 // ---- rocesim plot ----
 
 TEST(Plot, DrawsTheTiersAndTheFlowsOfARunTheSameEachTimeAndBusBandwidthOfNcclTests) {
