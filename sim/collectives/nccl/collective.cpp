@@ -743,6 +743,10 @@ class NcclWorkload final : public engine::Workload {
     out.note("algorithm",
              is_p2p(collective_) ? "p2p" : std::string(algorithm_name(ops_.front().algorithm)));
     out.note("protocol", std::string(protocol_name(ops_.front().protocol)));
+    // The summary's flows and bytes columns are the engine's: say what they are here (the
+    // text fits results.h5's 48-character notes).
+    out.note("counted_as", is_p2p(collective_) ? "flows: per QP of each transfer; bytes: sent"
+                                               : "flows: channel pipelines; bytes: per edge");
   }
 
  private:
