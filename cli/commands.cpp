@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 
 #ifndef ROCESIM_PYTHON
@@ -28,6 +29,26 @@ int run_program(const std::vector<std::string>& argv) {
   int status = 0;
   if (::waitpid(pid, &status, 0) < 0) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Progress::Progress(engine::Simulation& sim, bool quiet) {
+  if (quiet || ::isatty(STDERR_FILENO) == 0) return;
+  sim.set_progress(
+      [this](const engine::Progress& p) {
+        if (p.wall_seconds < 2.0) return;
+        shown_ = true;
+        std::fprintf(stderr,
+                     "\r[rocesim] simulated %-12s  %10llu flows delivered  %8zu active  %.1f s  ",
+                     format_time(p.now).c_str(), static_cast<unsigned long long>(p.flows_delivered),
+                     p.active_flows, p.wall_seconds);
+        std::fflush(stderr);
+      },
+      0.5);
+}
+
+void Progress::done() {
+  if (shown_) std::fprintf(stderr, "\n");
+  shown_ = false;
 }
 
 int plot(const std::string& results, const std::string& out_dir) {

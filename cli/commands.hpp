@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/engine/simulation.hpp"
 #include "sim/scenario/calibration.hpp"
 
 namespace rocesim::cli {
@@ -61,6 +62,17 @@ int calibrate_fit(const CalibrateFitCommand& c);
 std::vector<scenario::ParamOverride> parse_sets(const std::vector<std::string>& sets,
                                                 const std::vector<std::string>& files = {});
 int validate(const ValidateCommand& c);
+
+/// A progress line on stderr while a simulation runs longer than 2 s, only when stderr is a
+/// terminal (and not `quiet`); done() ends the line.
+class Progress {
+ public:
+  Progress(engine::Simulation& sim, bool quiet);
+  void done();
+
+ private:
+  bool shown_ = false;
+};
 
 /// Runs a program (argv[0] an absolute path) and waits: its exit status, -1 if it could not
 /// be started or did not exit.

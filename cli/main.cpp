@@ -45,25 +45,9 @@ int cmd_run(const std::string& scenario_path, const std::string& out_path,
   o.parameters = cli::parse_sets(sets, calibrations);
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, o);
 
-  // A progress line on stderr for long runs, only when stderr is a terminal.
-  bool progress_shown = false;
-  if (!quiet && ::isatty(STDERR_FILENO)) {
-    run->sim->set_progress(
-        [&](const engine::Progress& p) {
-          if (p.wall_seconds < 2.0) return;
-          progress_shown = true;
-          std::fprintf(stderr,
-                       "\r[rocesim] simulated %-12s  %10llu flows delivered  %8zu active  "
-                       "%.1f s  ",
-                       format_time(p.now).c_str(),
-                       static_cast<unsigned long long>(p.flows_delivered), p.active_flows,
-                       p.wall_seconds);
-          std::fflush(stderr);
-        },
-        0.5);
-  }
+  cli::Progress progress(*run->sim, quiet);
   run->run();
-  if (progress_shown) std::fprintf(stderr, "\n");
+  progress.done();
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 

@@ -103,7 +103,9 @@ int nccl_tests(const NcclTestsCommand& c) {
       o.test, nccl::OpRunner(run->fabric, ranks, run->nccl), o);
   const nccl::NcclTestsWorkload* s = sweep.get();
   run->sim->add_workload(std::move(sweep), Time{});
+  Progress progress(*run->sim, false);
   run->run();
+  progress.done();
 
   const std::string banner = fmt::format(
       "rocesim {} simulation of {}: scenario '{}' ({}), {} ranks on {} servers, seed {}",
