@@ -3,7 +3,7 @@
 //   rocesim nccl-tests --scenario SCENARIO.yaml [-o results.h5] TEST [nccl-tests flags]
 //   rocesim validate --measured LOG_OR_DIR --scenario SCENARIO.yaml [-o DIR]
 //   rocesim calibrate fit --measured FILES --scenario SCENARIO.yaml [-o calibration.yaml]
-//   rocesim sweep STUDY.yaml [-o sweep.h5] [--threads N]
+//   [mpirun -np N] rocesim sweep STUDY.yaml [-o sweep.h5] [--threads N]
 //   rocesim plot RESULTS.h5 [-o DIR]
 //   rocesim topo FILE.yaml
 //   rocesim schema
@@ -19,6 +19,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/mpi.hpp"
 #include "sim/core/error.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
 #include "sim/metrics/summary.hpp"
@@ -78,6 +79,11 @@ int cmd_topo(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun (rocesim sweep), MPI runs from here to the end, whatever the exit path.
+  cli::mpi::init(&argc, &argv);
+  struct Finalize {
+    ~Finalize() { cli::mpi::finalize(); }
+  } finalize;
   CLI::App app{"rocesim: a flow-level simulator of RoCE fabrics for AI training clusters"};
   app.set_version_flag("--version", ROCESIM_VERSION);
   app.require_subcommand(1);

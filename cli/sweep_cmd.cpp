@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/mpi.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/scenario/study.hpp"
@@ -174,16 +176,48 @@ int sweep(const SweepCommand& c) {
       }
     }
     for (const std::exception_ptr& e : errors) {
-      if (e) std::rethrow_exception(e);
+      if (e && mpi::rank() == 0) std::rethrow_exception(e);
+      if (e) return kExitInput;  // rank 0 reports it; the same error on every rank
     }
   }
 
-  metrics::SweepFile file(c.output, study.name, study.text, ROCESIM_VERSION);
-  std::map<uint32_t, std::string> rows = file.resumed();
+  // Rank 0 holds the output (a resumed sweep's points are in it); with several processes
+  // (mpirun), each writes the points it runs to a part file, merged by rank 0 at the end.
+  const int rank = mpi::rank(), ranks = mpi::size();
+  std::unique_ptr<metrics::SweepFile> output;
+  std::exception_ptr open_error;
+  std::vector<uint32_t> done;
+  if (rank == 0) {
+    try {
+      output =
+          std::make_unique<metrics::SweepFile>(c.output, study.name, study.text, ROCESIM_VERSION);
+      for (const auto& [id, row] : output->resumed())
+        done.push_back(id);
+    } catch (...) {
+      open_error = std::current_exception();
+    }
+  }
+  if (mpi::max_all(open_error ? 1 : 0) != 0) {
+    if (open_error) std::rethrow_exception(open_error);
+    return 1;  // rank 0 reports it
+  }
+  mpi::broadcast(done);
+  std::map<uint32_t, std::string> rows;
+  if (output) rows = output->resumed();
+  const std::string part_path = fmt::format("{}.part{}", c.output, rank);
+  std::unique_ptr<metrics::SweepFile> part;
+  if (ranks > 1) {
+    std::error_code ec;
+    std::filesystem::remove(part_path, ec);  // a stale part of an earlier, killed sweep
+    part = std::make_unique<metrics::SweepFile>(part_path, study.name, study.text, ROCESIM_VERSION);
+  }
+  metrics::SweepFile& file = ranks > 1 ? *part : *output;
   std::vector<uint32_t> pending;
+  size_t k = 0;
   for (const scenario::StudyPoint& p : study.points) {
     const bool chosen = !c.points || (p.id >= c.points->first && p.id <= c.points->second);
-    if (chosen && rows.count(p.id) == 0) pending.push_back(p.id);
+    if (!chosen || std::binary_search(done.begin(), done.end(), p.id)) continue;
+    if (k++ % static_cast<size_t>(ranks) == static_cast<size_t>(rank)) pending.push_back(p.id);
   }
 
   g_stop = 0;
@@ -195,7 +229,7 @@ int sweep(const SweepCommand& c) {
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
 
-  const bool progress = !c.quiet && ::isatty(STDERR_FILENO);
+  const bool progress = !c.quiet && rank == 0 && ::isatty(STDERR_FILENO);
   const auto wall0 = std::chrono::steady_clock::now();
   std::mutex mutex;
   std::map<uint32_t, std::unique_ptr<scenario::ScenarioRun>> ready;  // finished, not written
@@ -247,24 +281,55 @@ int sweep(const SweepCommand& c) {
   if (progress) std::fprintf(stderr, "\n");
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  std::exception_ptr run_error;
   for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);  // the SweepFile removes its temporary file
+    if (e && !run_error) run_error = e;
   }
   // Interrupted: the points that finished after a gap are written too, in point order.
-  for (const auto& [id, run] : ready)
-    write(id, *run);
-  file.finish(points_table(study, rows));
-  const size_t resumed = file.resumed().size();
+  if (!run_error) {
+    try {
+      for (const auto& [id, run] : ready)
+        write(id, *run);
+      if (part) part->finish(points_table(study, {}));
+    } catch (...) {
+      run_error = std::current_exception();
+    }
+  }
+  const int stopped = mpi::max_all(static_cast<int>(g_stop));
+  if (mpi::max_all(run_error ? 1 : 0) != 0) {
+    // Every process removes its own temporary files; rank 0 reports (its error, or that of
+    // another process, which prints its own).
+    std::error_code ec;
+    std::filesystem::remove(part_path, ec);
+    if (run_error && (rank == 0 || ranks > 1)) std::rethrow_exception(run_error);
+    if (rank == 0) throw std::runtime_error("another process of the sweep failed (see above)");
+    return 1;
+  }
+  mpi::barrier();  // every part is written
+  if (rank != 0) return stopped != 0 ? 128 + stopped : 0;
+  if (ranks > 1) {
+    std::vector<std::string> parts;
+    for (int r = 0; r < ranks; ++r)
+      parts.push_back(fmt::format("{}.part{}", c.output, r));
+    for (const auto& [id, row] : output->merge(parts))
+      rows[id] = row;
+    for (const std::string& p : parts) {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  }
+  output->finish(points_table(study, rows));
+  const size_t resumed = output->resumed().size();
   if (!c.quiet) {
     std::cout << fmt::format("sweep {}: {} of {} points in {} ({} run now, {} resumed)\n",
                              study.name, rows.size(), study.points.size(), c.output,
                              rows.size() - resumed, resumed);
   }
-  if (g_stop != 0) {
+  if (stopped != 0) {
     std::cerr << fmt::format(
         "sweep interrupted: {} of {} points written to {}; run the same command to resume\n",
         rows.size(), study.points.size(), c.output);
-    return 128 + static_cast<int>(g_stop);
+    return 128 + stopped;
   }
   return 0;
 }

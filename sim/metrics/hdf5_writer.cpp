@@ -744,6 +744,51 @@ void SweepFile::add_run(uint32_t id, const Recorder& rec, const ResultsMeta& met
   attr_string(g, "row", row);
 }
 
+std::map<uint32_t, std::string> SweepFile::merge(const std::vector<std::string>& parts) {
+  std::map<uint32_t, std::string> rows;
+  std::vector<int64_t> files;
+  auto close_all = [&]() {
+    for (const int64_t f : files)
+      H5Fclose(f);
+    files.clear();
+  };
+  try {
+    struct Source {
+      size_t part;
+      std::string name;
+    };
+    std::map<uint32_t, Source> order;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const hid_t f = H5Fopen(parts[k].c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      if (f < 0) throw std::runtime_error(fmt::format("cannot read the part '{}'", parts[k]));
+      files.push_back(f);
+      Handle runs(check(H5Gopen2(f, "runs", H5P_DEFAULT), "open a part's /runs"), H5Gclose);
+      H5G_info_t info;
+      check(H5Gget_info(runs, &info), "list a part's /runs");
+      for (hsize_t i = 0; i < info.nlinks; ++i) {
+        char name[32] = {};
+        check(static_cast<herr_t>(H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
+                                                     sizeof(name), H5P_DEFAULT)),
+              "name a run");
+        Handle g(check(H5Gopen2(runs, name, H5P_DEFAULT), name), H5Gclose);
+        const auto id = static_cast<uint32_t>(std::stoul(name));
+        rows[id] = read_string_attr(g, "row");
+        order[id] = Source{k, name};
+      }
+    }
+    for (const auto& [id, src] : order) {
+      const std::string path = "runs/" + src.name;
+      check(H5Ocopy(files[src.part], path.c_str(), file_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+            "copy a run");
+    }
+    close_all();
+  } catch (const std::exception& e) {
+    close_all();
+    throw std::runtime_error(fmt::format("cannot merge the sweep into '{}': {}", path_, e.what()));
+  }
+  return rows;
+}
+
 void SweepFile::finish(const Table& points) {
   try {
     if (H5Lexists(file_, "points", H5P_DEFAULT) > 0) {

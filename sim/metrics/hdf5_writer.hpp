@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sim/metrics/recorder.hpp"
 #include "sim/metrics/table.hpp"
@@ -45,6 +46,9 @@ class SweepFile {
   /// Writes /runs/<id> and keeps `row` (the point's table row as text) with it.
   void add_run(uint32_t id, const Recorder& rec, const ResultsMeta& meta, const std::string& row,
                int deflate_level);
+  /// Copies the runs of `parts` (sweep files of the same study written by the other processes
+  /// of an MPI sweep) into this one, in point order; returns their rows.
+  std::map<uint32_t, std::string> merge(const std::vector<std::string>& parts);
   /// Writes /points from `points` and puts the file in place.
   void finish(const Table& points);
 

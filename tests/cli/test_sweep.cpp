@@ -116,6 +116,34 @@ TEST(Sweep, AResumedSweepHoldsWhatAnUninterruptedOneDoes) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Sweep, TwoProcessesUnderMpirunWriteWhatOneProcessDoes) {
+#ifndef ROCESIM_MPIRUN
+  GTEST_SKIP() << "rocesim was built without MPI, or mpirun is missing";
+#else
+  // Ranks take every other point and write parts; rank 0 merges them in point order: the same
+  // table and runs as one process, and no part file left.
+  const std::string dir = temp_dir("sweep-mpi");
+  const std::string study = write_study(dir, kGrid);
+  ASSERT_EQ(run_cli(fmt::format("sweep {} -o {}/one.h5 -q", study, dir)).exit_code, 0);
+  // Open MPI's own allocations are not the simulator's: no leak report under the sanitizers.
+  const CommandResult r = run_command(fmt::format(
+      "ASAN_OPTIONS=detect_leaks=0 {} --oversubscribe --allow-run-as-root -np 2 {} sweep {} -o "
+      "{}/two.h5",
+      ROCESIM_MPIRUN, cli_path(), study, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("8 of 8 points"));
+  const CommandResult check = check_sweep(dir + "/two.h5", "--same-as " + dir + "/one.h5");
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 3u);  // study.yaml, one.h5, two.h5
+  std::filesystem::remove_all(dir);
+#endif
+}
+
 TEST(Sweep, AnInterruptedSweepKeepsEveryFinishedPointAndNoTemporaryFile) {
   // 300 replicates of the quickstart; SIGINT once the sweep has started writing. It exits
   // 128 + 2 with a valid file of the points that finished, and leaves no temporary file.
