@@ -11,6 +11,7 @@ void Workload::figures(WorkloadFigures&, Time) const {}
 
 void Observer::on_qp_routed(QpIndex, routing::PathId) {}
 void Observer::on_qp_rerouted(QpIndex, routing::PathId, routing::PathId) {}
+void Observer::on_path_bytes(routing::PathId, Bytes) {}
 void Observer::on_flow_delivered(const FlowRecord&) {}
 void Observer::on_workload_done(WorkloadId, Time, Time) {}
 
@@ -228,15 +229,24 @@ void Simulation::reroute_all(uint64_t& qps_moved, uint64_t& flows_moved, uint64_
     const bool moved = std::any_of(pipe_routes_.begin(), pipe_routes_.end(),
                                    [&](const network::Route& x) { return qp_moved_[x.qp] != 0; });
     if (!moved) continue;
+    const bool single = r.legs == 1 && (pipe_legs_.size() <= slot || pipe_legs_[slot].empty());
+    if (single) {
+      // What it carried on the path it leaves counts there.
+      const auto carried = static_cast<int64_t>(std::llround(net_.sent(r.handle, now_)));
+      const int64_t part = std::min(carried, r.bytes - r.moved_bytes);
+      if (part > 0) {
+        r.moved_bytes += part;
+        for (Observer* o : observers_)
+          o->on_path_bytes(r.path, Bytes(part));
+      }
+    }
     const network::FlowHandle h = net_.reroute(r.handle, pipe_routes_, now_);
     if (h != r.handle) {
       if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
       slot_of_handle_[h] = slot;
       r.handle = h;
     }
-    if (r.legs == 1 && (pipe_legs_.size() <= slot || pipe_legs_[slot].empty())) {
-      r.path = qps_[r.qp].path;  // its delivery latency is the new path's
-    }
+    if (single) r.path = qps_[r.qp].path;  // its delivery latency is the new path's
     ++flows_moved;
   }
 }
@@ -411,7 +421,8 @@ uint32_t Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathI
                            Time::infinity(),
                            Time::infinity(),
                            h,
-                           true};
+                           true,
+                           0};
   if (h >= slot_of_handle_.size()) slot_of_handle_.resize(h + 1);
   slot_of_handle_[h] = slot;
   if (slot < pipe_legs_.size()) pipe_legs_[slot].clear();
@@ -564,8 +575,18 @@ void Simulation::deliver(uint32_t flow) {
   const QpInfo& qi = qps_[r.qp];
   const Connection& c = connections_[qi.connection];
   const Transfer& tr = transfers_[r.transfer];
-  const FlowRecord rec{r.id,   tr.workload,    c.src,   c.dst,           r.qp,       r.path,
-                       r.legs, Bytes(r.bytes), r.start, r.bandwidth_end, r.delivered};
+  const FlowRecord rec{r.id,
+                       tr.workload,
+                       c.src,
+                       c.dst,
+                       r.qp,
+                       r.path,
+                       r.legs,
+                       Bytes(r.bytes),
+                       Bytes(r.bytes - r.moved_bytes),
+                       r.start,
+                       r.bandwidth_end,
+                       r.delivered};
   ++delivered_;
   WorkloadState& ws = workloads_[rec.workload];
   ++ws.flows;

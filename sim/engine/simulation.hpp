@@ -114,6 +114,9 @@ struct FlowRecord {
   routing::PathId path = 0;
   uint32_t legs = 1;  // connections the flow spans (a pipeline has several)
   Bytes bytes{};      // per leg
+  /// Of `bytes`, those carried on `path`: all of them unless routing moved the flow during
+  /// its life (the rest went to Observer::on_path_bytes for the paths it left).
+  Bytes path_bytes{};
   Time start{};
   Time bandwidth_end{};  // last byte left the sender
   Time delivered{};      // last byte arrived: bandwidth_end + path latency + queueing
@@ -135,6 +138,8 @@ class Observer {
   virtual void on_qp_routed(QpIndex qp, routing::PathId path);
   /// Routing moved a QP from path `from` to path `to` after a link event.
   virtual void on_qp_rerouted(QpIndex qp, routing::PathId from, routing::PathId to);
+  /// A running flow left `path` after carrying `bytes` on it (routing moved it).
+  virtual void on_path_bytes(routing::PathId path, Bytes bytes);
   virtual void on_flow_delivered(const FlowRecord& flow);
   virtual void on_workload_done(WorkloadId w, Time start, Time end);
 };
@@ -270,6 +275,7 @@ class Simulation {
     Time delivered;
     network::FlowHandle handle;
     bool live;
+    int64_t moved_bytes;  // carried on paths routing moved the flow off
   };
   /// The links as routers see them.
   class RoutingView final : public routing::LinkView {

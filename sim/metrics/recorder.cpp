@@ -45,12 +45,17 @@ void Recorder::on_qp_rerouted(engine::QpIndex, routing::PathId from, routing::Pa
     ++links_[l].qps;
 }
 
+void Recorder::on_path_bytes(routing::PathId path, Bytes bytes) {
+  if (path >= path_bytes_.size()) path_bytes_.resize(path + 1, 0);
+  path_bytes_[path] += bytes.count();
+}
+
 void Recorder::on_flow_delivered(const engine::FlowRecord& flow) {
   ++flows_seen_;
   // Bytes are counted per path and spread over the path's links once, in finalize(): a path
   // carries many flows (every message of its QP), so the cost per flow stays constant.
   if (flow.path >= path_bytes_.size()) path_bytes_.resize(flow.path + 1, 0);
-  path_bytes_[flow.path] += flow.bytes.count();
+  path_bytes_[flow.path] += flow.path_bytes.count();
   if (flows_.size() < max_flows_) flows_.push_back(flow);
 }
 

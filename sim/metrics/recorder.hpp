@@ -59,6 +59,7 @@ class Recorder final : public engine::Observer {
   void on_qp_routed(engine::QpIndex qp, routing::PathId path) override;
   void on_qp_rerouted(engine::QpIndex qp, routing::PathId from, routing::PathId to) override;
   void on_flow_delivered(const engine::FlowRecord& flow) override;
+  void on_path_bytes(routing::PathId path, Bytes bytes) override;
 
   /// Fills the per-link, per-tier and per-workload results; call after Simulation::run().
   void finalize();

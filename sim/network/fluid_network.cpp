@@ -93,6 +93,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.lost = 0;
   fl.window = spec.window;
   fl.tc = spec.traffic_class;
+  fl.sent_base = 0;
   ++active_flows_;
   add_routes(h, spec.routes, t);
   dirty_ = true;
@@ -170,9 +171,15 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
   count_reduced(routes, fl.reduce, -1);
 }
 
+double FluidNetwork::sent(FlowHandle f, Time) const {
+  const FlowState& fl = flows_[f];
+  return std::max(0.0, fl.sent - fl.sent_base);
+}
+
 FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Time now) {
   FlowState& fl = flows_[f];
   ROCESIM_CHECK(fl.live, "rerouting a running flow");
+  fl.sent_base = fl.sent;
   now_ = std::max(now_, now.in_seconds());
   dirty_ = true;
   added_ = true;  // rates are computed again at the next commit

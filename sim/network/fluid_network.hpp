@@ -115,6 +115,7 @@ class FluidNetwork final : public NetworkModel {
   double rate(FlowHandle f) const override { return flows_[f].rate; }
   size_t active_flows() const override { return active_flows_; }
   double link_load(fabric::LinkId l) const override;
+  double sent(FlowHandle f, Time now) const override;
   void set_capacity(fabric::LinkId l, double bytes_per_second, Time now) override;
   FlowHandle reroute(FlowHandle f, std::span<const Route> routes, Time now) override;
 
@@ -170,6 +171,7 @@ class FluidNetwork final : public NetworkModel {
     double lost = 0;      // bytes dropped by links that are down, to send again
     double window = 0;    // FlowSpec::window
     TrafficClass tc = TrafficClass::Lossless;
+    double sent_base = 0;  // `sent` at the last reroute
   };
   struct QpState {
     double rc = 0, rt = 0, alpha = 1;

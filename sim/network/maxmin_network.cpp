@@ -49,6 +49,7 @@ FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
   s.since = now;
   s.cap = spec.rate_cap;
   s.reduce = spec.reduce_in_switches;
+  s.bytes = spec.bytes;
   ++s.version;
   s.live = true;
   return f;
@@ -91,6 +92,12 @@ void MaxMinNetwork::commit(Time now) {
     const Time end = now + transfer_time(s.remaining, s.rate);
     ends_.push({end.count_ps(), f, s.version});
   }
+}
+
+double MaxMinNetwork::sent(FlowHandle f, Time now) const {
+  const FlowState& s = state_[f];
+  const double left = std::max(0.0, s.remaining - s.rate * (now - s.since).in_seconds());
+  return std::max(0.0, s.bytes - left);
 }
 
 void MaxMinNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time) {

@@ -32,6 +32,7 @@ class MaxMinNetwork final : public NetworkModel {
   double rate(FlowHandle f) const override { return state_[f].rate; }
   size_t active_flows() const override { return solver_.active_flows(); }
   double link_load(fabric::LinkId l) const override { return solver_.load(l); }
+  double sent(FlowHandle f, Time now) const override;
   void set_capacity(fabric::LinkId l, double bytes_per_second, Time now) override;
   FlowHandle reroute(FlowHandle f, std::span<const Route> routes, Time now) override;
 
@@ -44,6 +45,7 @@ class MaxMinNetwork final : public NetworkModel {
     Time since{};
     double cap = kNoRateCap;
     bool reduce = false;   // FlowSpec::reduce_in_switches
+    double bytes = 0;      // at start (or at the reroute that made this state)
     uint32_t version = 0;  // bumps when the predicted end moves
     bool live = false;
   };

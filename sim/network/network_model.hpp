@@ -119,6 +119,9 @@ class NetworkModel {
 
   /// Bytes per second the flows on a link are given now.
   virtual double link_load(fabric::LinkId l) const = 0;
+  /// Bytes of the flow its sender has sent, as of `now`, since it started or was last rerouted
+  /// (what its current routes have carried, for results).
+  virtual double sent(FlowHandle f, Time now) const = 0;
   /// From `now` on, the link moves `bytes_per_second` of payload (0: down; flows on it stall
   /// until it comes back or they are rerouted). Takes effect at the next commit().
   virtual void set_capacity(fabric::LinkId l, double bytes_per_second, Time now) = 0;

@@ -368,6 +368,19 @@ TEST(LinkEvents, ALinkDownStallsItsFlowThenMovesItAfterReconvergence) {
   EXPECT_EQ(events[0].flows_rerouted, 1u);
   EXPECT_EQ(events[0].qps_rerouted, 1u);
   EXPECT_EQ(events[0].qps_unroutable, 0u);
+
+  // Bytes count on the links that carried them: b's first C t0 on leaf0->spine1, its rest and
+  // all of a on leaf0->spine0 (to a byte of rounding).
+  const fabric::Fabric& f = run->fabric;
+  for (const LinkId l : f.out_links(f.find("leaf0"))) {
+    const std::string to = f.node(f.link(l).dst).name;
+    const double bytes = static_cast<double>(run->recorder->links()[l].bytes);
+    if (to == "spine1") {
+      EXPECT_NEAR(bytes, C * t0, 2.0);
+    } else if (to == "spine0") {
+      EXPECT_NEAR(bytes, 2 * B - C * t0, 2.0);
+    }
+  }
 }
 
 TEST(LinkEvents, ASlowerLinkSlowsItsFlowFromThatInstant) {
