@@ -27,13 +27,6 @@ namespace {
 
 using testing::HasSubstr;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 /// The YAML files of a source directory, sorted, found when the tests are listed: adding a
 /// scenario or a topology adds a test.
 std::vector<std::string> yaml_files(const std::string& relative_dir) {
@@ -114,7 +107,7 @@ TEST(Readme, TheScenarioRunsWhereItSaysToSaveIt) {
   // The YAML block after "A scenario" in README.md, saved as scenarios/my-study.yaml of a copy
   // of the layout (topologies/ beside scenarios/), runs; shrunk with --set to rings of 8 and
   // one QP so that the suite stays quick (the file as written takes a few seconds).
-  const std::string readme = slurp(source_path("README.md"));
+  const std::string readme = read_file(source_path("README.md"));
   const size_t at = readme.find("A scenario, saved as `scenarios/my-study.yaml`");
   ASSERT_NE(at, std::string::npos);
   const size_t begin = readme.find("```yaml\n", at) + 8;
@@ -145,9 +138,9 @@ TEST(Plot, DrawsTheTiersAndTheFlowsOfARunTheSameEachTimeAndBusBandwidthOfNcclTes
   EXPECT_EQ(a.out, fmt::format("{}/links.png\n{}/fct.png\n", dir / "a", dir / "a"));
   ASSERT_EQ(run_cli(fmt::format("plot {} -o {}", dir / "q.h5", dir / "b")).exit_code, 0);
   for (const char* png : {"links.png", "fct.png"}) {
-    const std::string bytes = slurp(dir / "a" + "/" + png);
+    const std::string bytes = read_file(dir / "a" + "/" + png);
     EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << png;
-    EXPECT_EQ(bytes, slurp(dir / "b" + "/" + png)) << png;
+    EXPECT_EQ(bytes, read_file(dir / "b" + "/" + png)) << png;
   }
   ASSERT_EQ(run_cli(fmt::format("nccl-tests --scenario {} -o {} all_reduce_perf -b 8 -e 1M -f 8",
                                 source_path("scenarios/nccl_collectives.yaml"), dir / "n.h5"))
@@ -251,7 +244,7 @@ void expect_validation_outputs(const CommandResult& r, const validation::NcclTes
   for (const validation::NcclTestsTable& t : log.tables)
     measured += t.rows.size();
   size_t lines = 0;
-  std::istringstream csv(slurp(dir + "/validation.csv"));
+  std::istringstream csv(read_file(dir + "/validation.csv"));
   for (std::string line; std::getline(csv, line);)
     ++lines;
   EXPECT_EQ(lines, measured + 1);  // and the header
@@ -295,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(
 size_t write_cluster_tables(const std::string& dataset, const std::vector<std::string>& prefixes,
                             const std::string& path) {
   const std::string text =
-      slurp(source_path(fmt::format("validation/data/measured/{}.yaml", dataset)));
+      read_file(source_path(fmt::format("validation/data/measured/{}.yaml", dataset)));
   const size_t first = text.find("\n- name: ");
   if (first == std::string::npos) return 0;
   std::string subset = text.substr(0, first + 1);
@@ -417,7 +410,7 @@ TEST(ValidateErrors, ADirectoryWithOneBadFileWritesTheRestAndExitsTwo) {
   for (const validation::NcclTestsTable& t : validation::read_measured_dataset(dataset).tables)
     measured_rows += t.rows.size();
   size_t lines = 0;
-  std::istringstream csv(slurp(out + "/validation.csv"));
+  std::istringstream csv(read_file(out + "/validation.csv"));
   for (std::string line; std::getline(csv, line);)
     ++lines;
   EXPECT_EQ(lines, measured_rows + 1);
@@ -492,7 +485,7 @@ TEST(CalibrateFit, OnAnXgmiMeshTheDefaultsFitTheXgmiEfficiency) {
 
 /// Median |time error| of the rows of 64 MiB and more in a validation.csv.
 double large_message_median_error(const std::string& csv_path) {
-  std::istringstream csv(slurp(csv_path));
+  std::istringstream csv(read_file(csv_path));
   std::string line;
   std::getline(csv, line);  // header: ..., size_bytes [B] (5th), ..., time_error (9th), ...
   std::vector<double> errors;
@@ -624,10 +617,10 @@ TEST(Determinism, SameSeedSameBytesWhateverTheThreadCount) {
         run_cli(fmt::format("run {} -q --threads {} -o {}", quickstart, threads, dir / name));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  const std::string a = slurp(dir / "a.h5");
+  const std::string a = read_file(dir / "a.h5");
   ASSERT_FALSE(a.empty());
-  EXPECT_TRUE(a == slurp(dir / "b.h5")) << "two runs with --threads 1 differ";
-  EXPECT_TRUE(a == slurp(dir / "c.h5")) << "--threads 1 and --threads 2 differ";
+  EXPECT_TRUE(a == read_file(dir / "b.h5")) << "two runs with --threads 1 differ";
+  EXPECT_TRUE(a == read_file(dir / "c.h5")) << "--threads 1 and --threads 2 differ";
 }
 
 TEST(Determinism, AnotherSeedChangesTheQpsAndFlows) {
@@ -696,7 +689,7 @@ TEST(Schema, MatchesTheCommittedScenarioReference) {
   const CommandResult r = run_cli("schema");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# Scenario reference"));
-  const std::string committed = slurp(source_path("docs/scenario.md"));
+  const std::string committed = read_file(source_path("docs/scenario.md"));
   EXPECT_TRUE(r.out == committed)
       << "docs/scenario.md is out of date with the parameter tables; regenerate it with "
          "`make schema` (rocesim schema > docs/scenario.md) and commit it";

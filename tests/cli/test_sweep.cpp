@@ -23,13 +23,6 @@ namespace {
 
 using testing::HasSubstr;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 CommandResult check_sweep(const std::string& file, const std::string& more = "") {
   return run_command(fmt::format("{} {} {} {}", ROCESIM_PYTHON,
                                  source_path("tests/cli/check_sweep.py"), file, more));
@@ -81,7 +74,7 @@ TEST(Sweep, TheTableIsThePointsRunOneByOneAndTheFileIsTheSameAtAnyThreadCount) {
   EXPECT_THAT(one.out, HasSubstr("8 of 8 points"));
   const CommandResult two = run_cli(fmt::format("sweep {} -o {}/two.h5 --threads 2", study, dir));
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  EXPECT_EQ(slurp(dir + "/one.h5"), slurp(dir + "/two.h5"));
+  EXPECT_EQ(read_file(dir + "/one.h5"), read_file(dir + "/two.h5"));
   // Point 7: e-ecmp, 4 QPs, seed 2, as `rocesim run` runs it with the same values.
   const CommandResult run = run_cli(fmt::format(
       "run {} --seed 2 --set workloads[allreduce].bytes=16MiB --set routing.scheme=e-ecmp --set "

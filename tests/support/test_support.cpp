@@ -54,20 +54,21 @@ std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yam
   return scenario::load_scenario_text(yaml, "<test scenario>", ROCESIM_SOURCE_DIR, o);
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 CommandResult run_command(const std::string& command) {
   const std::string dir = temp_dir("cmd");
   const std::string out = dir + "/out", err = dir + "/err";
   const int status = std::system(fmt::format("{} >{} 2>{}", command, out, err).c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.out = read_file(out);
+  r.err = read_file(err);
   std::filesystem::remove_all(dir);
   return r;
 }

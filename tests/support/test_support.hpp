@@ -19,6 +19,8 @@ namespace rocesim::test {
 std::string source_path(const std::string& relative);
 /// Absolute path of the rocesim executable.
 std::string cli_path();
+/// The bytes of a file ("" if it cannot be read).
+std::string read_file(const std::string& path);
 /// A fresh empty directory under the system temporary directory, unique per call.
 std::string temp_dir(const std::string& tag);
 
