@@ -11,7 +11,7 @@
 //
 // Connections and QPs: a workload opens a connection between two GPUs with a number of QPs (as
 // NCCL_IB_QPS_PER_CONNECTION does). Each QP has its own RoCEv2 header (QP numbers and UDP
-// source port from the QpAllocator), hence its own ECMP path, routed once and cached. A
+// source port from the QpAllocator), hence its own path, routed when first used and cached. A
 // transfer is cut into messages; each message goes to the next QP in turn (round robin) or is
 // split evenly across all of them (NCCL_IB_SPLIT_DATA_ON_QPS=1). Messages on one QP follow each
 // other back to back, so at flow level each QP used by a transfer carries one flow with the sum
@@ -25,9 +25,13 @@
 // Links change during a run (link events): a link goes down (its capacity in the network model
 // becomes 0 at once, and the flows on it stall), comes up, or runs at another speed. The router
 // sees the change after its reconvergence delay: then every routed QP is asked for its path
-// again, and a QP whose path differs moves, with the running flows that use it. Routers read
-// the links through a LinkView the simulation supplies (up as routing last converged on it,
-// capacity and load now).
+// again, and a QP whose path differs moves, with the running flows that use it (each flow's
+// bytes count on each path what it sent there). Routing also changes with flowlets (a QP idle
+// longer than the router's flowlet timeout is routed again at its next burst) and with a
+// controller's periodic computation (traffic engineering). A sprayed QP (adaptive routing) has
+// several paths with shares: its flows carry one route per path. Routers read the links through
+// a LinkView the simulation supplies (up as routing last converged on it, capacity and load
+// now).
 #pragma once
 
 #include <chrono>

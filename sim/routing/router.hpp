@@ -1,9 +1,12 @@
 // The Router interface: given the two GPUs of a flow and the RoCEv2 header its QP puts on the
-// wire, produce the links the flow crosses. Schemes are chosen by `routing.scheme` from a
-// registry (routing_schemes()), each with its own parameter table. The engine asks once per QP
-// and caches the answer, so a scheme may be as elaborate as it needs to be, and asks again when
-// routing changes: after a link or switch changed state, once the scheme's reconvergence delay
-// has passed (links_changed()). A QP whose answer differs moves, running flows included.
+// wire, produce the links the flow crosses (or, for a scheme that sprays packets, several paths
+// with shares: spread()). Schemes are chosen by `routing.scheme` from a registry
+// (routing_schemes()), each with its own parameter table. The engine asks once per QP and caches
+// the answer, so a scheme may be as elaborate as it needs to be, and asks again when routing
+// changes: after a link or switch changed state, once the scheme's reconvergence delay has
+// passed (links_changed()); at a QP's next burst after an idle gap (flowlet_timeout()); after a
+// controller's computation (recompute()). A QP whose answer differs moves, running flows
+// included.
 //
 // Routers see the links through a read-only LinkView the engine attaches: which links routing
 // believes are up, their capacity and their load now.
