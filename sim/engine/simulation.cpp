@@ -30,9 +30,13 @@ Simulation::Simulation(const fabric::Fabric& f, routing::Router& router, network
   flowlet_timeout_ = router_.flowlet_timeout();
 }
 
+bool Simulation::is_pipeline(uint32_t slot) const {
+  return slot < pipe_legs_.size() && !pipe_legs_[slot].empty();
+}
+
 template <typename F>
 void Simulation::for_each_qp(uint32_t slot, F&& f) const {
-  if (slot < pipe_legs_.size() && !pipe_legs_[slot].empty()) {
+  if (is_pipeline(slot)) {
     for (const PipelineLeg& leg : pipe_legs_[slot]) {
       const Connection& c = connections_[leg.connection];
       for (uint32_t q = 0; q < c.qps; ++q)
@@ -170,7 +174,7 @@ void Simulation::append_routes(QpIndex qp, double share, std::vector<network::Ro
 void Simulation::flow_routes(uint32_t slot) {
   const Running& r = running_[slot];
   pipe_routes_.clear();
-  if (pipe_legs_.size() > slot && !pipe_legs_[slot].empty()) {
+  if (is_pipeline(slot)) {
     for (const PipelineLeg& leg : pipe_legs_[slot]) {
       const Connection& c = connections_[leg.connection];
       const double per_qp = leg.share / c.qps;
@@ -229,7 +233,7 @@ void Simulation::reroute_all(uint64_t& qps_moved, uint64_t& flows_moved, uint64_
     const bool moved = std::any_of(pipe_routes_.begin(), pipe_routes_.end(),
                                    [&](const network::Route& x) { return qp_moved_[x.qp] != 0; });
     if (!moved) continue;
-    const bool single = r.legs == 1 && (pipe_legs_.size() <= slot || pipe_legs_[slot].empty());
+    const bool single = !is_pipeline(slot);
     if (single) {
       // What it carried on the path it leaves counts there.
       const auto carried = static_cast<int64_t>(std::llround(net_.sent(r.handle, now_)));
@@ -255,16 +259,9 @@ void Simulation::report_stall() const {
   // Flows left on links that are down and no other way: the scenario's events cut the fabric.
   std::vector<QpIndex> used;
   for (uint32_t slot = 0; slot < running_.capacity(); ++slot) {
-    const Running& r = running_[slot];
-    if (!r.live) continue;
-    used.assign(1, r.qp);
-    if (slot < pipe_legs_.size()) {
-      for (const PipelineLeg& leg : pipe_legs_[slot]) {
-        const Connection& c = connections_[leg.connection];
-        for (uint32_t q = 0; q < c.qps; ++q)
-          used.push_back(c.first_qp + q);
-      }
-    }
+    if (!running_[slot].live) continue;
+    used.clear();
+    for_each_qp(slot, [&](QpIndex q) { used.push_back(q); });
     for (const QpIndex qp : used) {
       for (const fabric::LinkId l : paths_.links(qps_[qp].path)) {
         if (link_up_[l]) continue;

@@ -305,6 +305,8 @@ class Simulation {
   void append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const;
   /// The routes of a running flow over its QPs' current paths, into pipe_routes_.
   void flow_routes(uint32_t slot);
+  /// Whether a running flow is a pipeline (several legs; else one QP's flow).
+  bool is_pipeline(uint32_t slot) const;
   /// Calls f(qp) for every QP a running flow uses.
   template <typename F>
   void for_each_qp(uint32_t slot, F&& f) const;

@@ -5,7 +5,7 @@
 namespace rocesim::routing {
 
 AdaptiveRouter::AdaptiveRouter(const fabric::Fabric& f, const AdaptiveConfig& config)
-    : walker_(f), ecmp_(f, config.ecmp), config_(config), groups_(64) {}
+    : walker_(f), hash_(f, config.ecmp), config_(config), groups_(64) {}
 
 double AdaptiveRouter::spare(fabric::LinkId l) const {
   const double nominal = walker_.fabric().link(l).capacity.bytes_per_second();
@@ -29,7 +29,7 @@ void AdaptiveRouter::explore(const RouteRequest& req, std::vector<uint32_t>& pre
         const auto n = static_cast<uint32_t>(hops.size());
         if (depth < prefix.size()) return prefix[depth++] % n;
         if (depth++ == level) group.assign(hops.begin(), hops.end());
-        return ecmp_.choose(at, req.key, n);
+        return hash_.choose(at, req.key, n);
       });
   if (!ok) return;
   if (group.empty()) {  // a whole path: every choice fixed
@@ -85,7 +85,7 @@ bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
     const auto hit = cache_.find(key);
     if (hit != cache_.end()) {
       if (!walker_.walk(req, scratch_, [&](fabric::NodeId at, std::span<const fabric::LinkId> h) {
-            return ecmp_.choose(at, req.key, static_cast<uint32_t>(h.size()));
+            return hash_.choose(at, req.key, static_cast<uint32_t>(h.size()));
           })) {
         return false;
       }

@@ -32,7 +32,6 @@ class AdaptiveRouter final : public Router {
   bool spread(const RouteRequest& req, Spread& out) override;
   void links_changed() override {
     walker_.set_view(view_);
-    ecmp_.attach(view_);
     cache_.clear();
   }
   Time flowlet_timeout() const override { return Time::zero(); }
@@ -45,7 +44,7 @@ class AdaptiveRouter final : public Router {
                uint64_t branches, Spread& out);
 
   FabricWalker walker_;
-  EcmpRouter ecmp_;
+  EcmpHash hash_;
   AdaptiveConfig config_;
   std::vector<fabric::LinkId> scratch_;
   std::vector<uint32_t> prefix_;

@@ -6,8 +6,8 @@
 
 namespace rocesim::routing {
 
-EcmpRouter::EcmpRouter(const fabric::Fabric& f, const EcmpConfig& config)
-    : walker_(f), config_(config), seed_(f.node_count()), offset_(f.node_count()) {
+EcmpHash::EcmpHash(const fabric::Fabric& f, const EcmpConfig& config)
+    : config_(config), seed_(f.node_count()), offset_(f.node_count()) {
   const unsigned width = config.hash == HashAlgorithm::Crc16Ccitt ? 16 : 32;
   for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
     SplitMix64 sm(config.seed ^ (0xEC3Bull << 48) ^ n);
@@ -18,7 +18,10 @@ EcmpRouter::EcmpRouter(const fabric::Fabric& f, const EcmpConfig& config)
   }
 }
 
-uint32_t EcmpRouter::choose(fabric::NodeId at, const fabric::FlowKey& key, uint32_t members) const {
+EcmpRouter::EcmpRouter(const fabric::Fabric& f, const EcmpConfig& config)
+    : walker_(f), config_(config), hash_(f, config) {}
+
+uint32_t EcmpHash::choose(fabric::NodeId at, const fabric::FlowKey& key, uint32_t members) const {
   const uint32_t h = header_hash(config_.hash, seed_[at], key, config_.hash_dst_qpn);
   return ecmp_member(h, offset_[at], members);
 }

@@ -21,6 +21,20 @@ struct EcmpConfig {
   std::array<unsigned, 7> offset{};
 };
 
+/// The member each switch takes for a header: the per-switch seed and per-role window of
+/// ECMP, shared by every scheme that hashes (flowlet, te and adaptive after their own choices).
+class EcmpHash {
+ public:
+  EcmpHash(const fabric::Fabric& f, const EcmpConfig& config);
+  /// The member switch `at` picks for `key` among `members` equal-cost hops.
+  uint32_t choose(fabric::NodeId at, const fabric::FlowKey& key, uint32_t members) const;
+
+ private:
+  EcmpConfig config_;
+  std::vector<uint32_t> seed_;   // per node
+  std::vector<uint8_t> offset_;  // per node
+};
+
 class EcmpRouter final : public Router {
  public:
   EcmpRouter(const fabric::Fabric& f, const EcmpConfig& config);
@@ -29,13 +43,14 @@ class EcmpRouter final : public Router {
   void links_changed() override { walker_.set_view(view_); }
 
   /// The member switch `at` picks for `key` among `members` equal-cost hops.
-  uint32_t choose(fabric::NodeId at, const fabric::FlowKey& key, uint32_t members) const;
+  uint32_t choose(fabric::NodeId at, const fabric::FlowKey& key, uint32_t members) const {
+    return hash_.choose(at, key, members);
+  }
 
  private:
   FabricWalker walker_;
   EcmpConfig config_;
-  std::vector<uint32_t> seed_;   // per node
-  std::vector<uint8_t> offset_;  // per node
+  EcmpHash hash_;
 };
 
 }  // namespace rocesim::routing

@@ -6,7 +6,7 @@ namespace rocesim::routing {
 
 FlowletRouter::FlowletRouter(const fabric::Fabric& f, const FlowletConfig& config)
     : walker_(f),
-      ecmp_(f, config.ecmp),
+      hash_(f, config.ecmp),
       config_(config),
       random_(config.ecmp.seed, "routing/flowlet"),
       placed_(f.link_count(), 0.0) {}
@@ -23,7 +23,7 @@ uint32_t FlowletRouter::least_loaded(fabric::NodeId at, std::span<const fabric::
   }
   // From the hash member on, so that equal loads fall to the member ECMP would take.
   const auto n = static_cast<uint32_t>(hops.size());
-  const uint32_t start = ecmp_.choose(at, key, n);
+  const uint32_t start = hash_.choose(at, key, n);
   uint32_t best = start;
   double best_u = std::numeric_limits<double>::infinity();
   for (uint32_t i = 0; i < n; ++i) {
@@ -44,17 +44,11 @@ uint32_t FlowletRouter::least_loaded(fabric::NodeId at, std::span<const fabric::
 }
 
 bool FlowletRouter::route(const RouteRequest& req, std::vector<fabric::LinkId>& out) {
-  const fabric::Fabric& f = walker_.fabric();
-  const fabric::NodeId nic =
-      f.nic_of_gpu(req.relay != fabric::kNone && req.relay != req.src ? req.relay : req.src);
-  double rate = 0;
-  for (const fabric::LinkId l : f.out_links(nic)) {
-    if (f.link(l).dst == f.first_hop_switch(nic)) rate = f.link(l).capacity.bytes_per_second();
-  }
+  const double rate = walker_.uplink_capacity(walker_.sender_nic(req));
   bool first = true;
   return walker_.walk(req, out, [&](fabric::NodeId at, std::span<const fabric::LinkId> hops) {
     const auto n = static_cast<uint32_t>(hops.size());
-    if (!first) return ecmp_.choose(at, req.key, n);
+    if (!first) return hash_.choose(at, req.key, n);
     first = false;
     if (config_.choice == FlowletChoice::Random) return static_cast<uint32_t>(random_.below(n));
     return least_loaded(at, hops, req.key, rate);

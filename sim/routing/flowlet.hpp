@@ -33,10 +33,7 @@ class FlowletRouter final : public Router {
   FlowletRouter(const fabric::Fabric& f, const FlowletConfig& config);
   std::string_view scheme() const override { return "flowlet"; }
   bool route(const RouteRequest& req, std::vector<fabric::LinkId>& out) override;
-  void links_changed() override {
-    walker_.set_view(view_);
-    ecmp_.attach(view_);
-  }
+  void links_changed() override { walker_.set_view(view_); }
   Time flowlet_timeout() const override { return config_.timeout; }
 
  private:
@@ -44,7 +41,7 @@ class FlowletRouter final : public Router {
                         const fabric::FlowKey& key, double rate);
 
   FabricWalker walker_;
-  EcmpRouter ecmp_;
+  EcmpHash hash_;
   FlowletConfig config_;
   RandomStream random_;
   std::vector<double> placed_;  // per link: NIC rates placed this instant (bytes/s)

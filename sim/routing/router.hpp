@@ -115,6 +115,14 @@ class FabricWalker {
 
   const fabric::Fabric& fabric() const { return f_; }
   EqualCostTable& equal_cost() { return equal_cost_; }
+  /// The NIC that sends a request's packets: the relay's under PXN, else the sender's.
+  fabric::NodeId sender_nic(const RouteRequest& req) const {
+    return f_.nic_of_gpu(req.relay != fabric::kNone && req.relay != req.src ? req.relay : req.src);
+  }
+  /// Payload capacity (bytes/s) of a NIC's cable to its first-hop switch.
+  double uplink_capacity(fabric::NodeId nic) const {
+    return f_.link(link_between(nic, f_.first_hop_switch(nic))).capacity.bytes_per_second();
+  }
   void set_view(const LinkView* view) {
     view_ = view;
     equal_cost_.set_view(view);

@@ -7,7 +7,7 @@
 namespace rocesim::routing {
 
 TeRouter::TeRouter(const fabric::Fabric& f, const TeConfig& config)
-    : walker_(f), ecmp_(f, config.ecmp), config_(config), placed_(f.link_count(), 0.0) {}
+    : walker_(f), hash_(f, config.ecmp), config_(config), placed_(f.link_count(), 0.0) {}
 
 TeRouter::Key TeRouter::key_of(const RouteRequest& req) {
   return {req.src,        req.dst,          req.relay,      req.key.src_ip,
@@ -23,14 +23,6 @@ RouteRequest TeRouter::request(const Demand& d) const {
   return r;
 }
 
-double TeRouter::nic_rate(fabric::NodeId nic) const {
-  const fabric::Fabric& f = walker_.fabric();
-  for (const fabric::LinkId l : f.out_links(nic)) {
-    if (f.link(l).dst == f.first_hop_switch(nic)) return f.link(l).capacity.bytes_per_second();
-  }
-  return 0;
-}
-
 bool TeRouter::walk(const RouteRequest& req, uint32_t member, std::vector<fabric::LinkId>& out) {
   bool first = true;
   return walker_.walk(req, out, [&](fabric::NodeId at, std::span<const fabric::LinkId> hops) {
@@ -40,7 +32,7 @@ bool TeRouter::walk(const RouteRequest& req, uint32_t member, std::vector<fabric
       return member % n;
     }
     first = false;
-    return ecmp_.choose(at, req.key, n);
+    return hash_.choose(at, req.key, n);
   });
 }
 
@@ -50,7 +42,7 @@ void TeRouter::place(Demand& d, double rate) {
   // The ECMP walk tells the first group with a choice: its size and the hash member.
   uint32_t members = 0, start = 0;
   if (!walker_.walk(req, scratch_, [&](fabric::NodeId at, std::span<const fabric::LinkId> hops) {
-        const uint32_t c = ecmp_.choose(at, req.key, static_cast<uint32_t>(hops.size()));
+        const uint32_t c = hash_.choose(at, req.key, static_cast<uint32_t>(hops.size()));
         if (members == 0) {
           members = static_cast<uint32_t>(hops.size());
           start = c;
@@ -90,7 +82,7 @@ void TeRouter::recompute() {
   // Demands: the NIC's rate shared among its QPs; larger first, then in order of first ask.
   std::vector<uint32_t> order(demands_.size());
   std::iota(order.begin(), order.end(), 0u);
-  auto rate = [&](const Demand& d) { return nic_rate(d.nic) / qps_of_nic_[d.nic]; };
+  auto rate = [&](const Demand& d) { return walker_.uplink_capacity(d.nic) / qps_of_nic_[d.nic]; };
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return rate(demands_[a]) > rate(demands_[b]); });
   for (const uint32_t i : order)
@@ -111,7 +103,7 @@ bool TeRouter::route(const RouteRequest& req, std::vector<fabric::LinkId>& out) 
     demands_.push_back(d);
     if (config_.period == Time::zero()) {
       Demand& nd = demands_.back();
-      place(nd, nic_rate(nd.nic) / qps_of_nic_[nd.nic]);
+      place(nd, walker_.uplink_capacity(nd.nic) / qps_of_nic_[nd.nic]);
     }
   }
   const Demand& d = demands_[it->second];

@@ -32,10 +32,7 @@ class TeRouter final : public Router {
   TeRouter(const fabric::Fabric& f, const TeConfig& config);
   std::string_view scheme() const override { return "te"; }
   bool route(const RouteRequest& req, std::vector<fabric::LinkId>& out) override;
-  void links_changed() override {
-    walker_.set_view(view_);
-    ecmp_.attach(view_);
-  }
+  void links_changed() override { walker_.set_view(view_); }
   Time recompute_period() const override {
     return config_.period > Time::zero() ? config_.period : Time::infinity();
   }
@@ -58,10 +55,9 @@ class TeRouter final : public Router {
   bool walk(const RouteRequest& req, uint32_t member, std::vector<fabric::LinkId>& out);
   /// Places demand `d` of `rate` bytes/s: the member with the widest residual bottleneck.
   void place(Demand& d, double rate);
-  double nic_rate(fabric::NodeId nic) const;
 
   FabricWalker walker_;
-  EcmpRouter ecmp_;
+  EcmpHash hash_;
   TeConfig config_;
   std::vector<Demand> demands_;  // in the order first seen
   std::map<Key, uint32_t> index_;

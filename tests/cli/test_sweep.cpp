@@ -115,6 +115,10 @@ TEST(Sweep, TwoProcessesUnderMpirunWriteWhatOneProcessDoes) {
 #else
   // Ranks take every other point and write parts; rank 0 merges them in point order: the same
   // table and runs as one process, and no part file left.
+  // A machine where mpirun cannot start two processes (no slots, no launcher) cannot run this.
+  const CommandResult probe = run_command(
+      fmt::format("{} --oversubscribe --allow-run-as-root -np 2 /bin/true", ROCESIM_MPIRUN));
+  if (probe.exit_code != 0) GTEST_SKIP() << "mpirun cannot start processes here: " << probe.err;
   const std::string dir = temp_dir("sweep-mpi");
   const std::string study = write_study(dir, kGrid);
   ASSERT_EQ(run_cli(fmt::format("sweep {} -o {}/one.h5 -q", study, dir)).exit_code, 0);
