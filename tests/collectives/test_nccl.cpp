@@ -377,6 +377,21 @@ TEST(NcclClosedForm, CreditWindowBoundsAChannelToOneBufferPerRoundTrip) {
   EXPECT_NEAR(w.seconds, 48.5 * l, 2e-9);
 }
 
+TEST(NcclClosedForm, AChainSendsItsFirstWindowAtOnceAndLaterOnesPerRoundTrip) {
+  // Broadcast between two single-GPU servers, NIC cables of 25 us: L = 2p + 2n + f = 51.6 us.
+  // NCCL_BUFFSIZE = 256 KiB: a chain moves one step of 32 KiB per chunk and may have NCCL_STEPS
+  // = 8 of them in flight, W = 256 KiB. S = 8 MiB on 2 channels: D = 4 MiB each. The first
+  // window leaves at once; each of the other D/W - 1 = 15 waits for the credit of the one
+  // before, a round trip 2L: (D - W) 2L / W = 30 L, then the last byte's one hop L. Time 31 L
+  // (a steady D / (W / 2L) would say 33 L).
+  const double l = 2 * kP + 2 * 25e-6 + kF;
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_link_latency: 100ns"), 23, "nic_link_latency: 25us");
+  const Figures w = run_one(topo, kNoNcclLatency,
+                            "collective: broadcast, bytes: 8MiB, nccl: {NCCL_BUFFSIZE: 256KiB}");
+  EXPECT_NEAR(w.seconds, 31 * l, 2e-9);
+}
+
 TEST(NcclClosedForm, CreditLatencyLengthensTheAdmissionRoundTrip) {
   // As above, with credit_latency C = 2L: a channel now moves one buffer per 2L + C = 4L, so
   // r = 256 KiB / 4L, c/r = 2L and s/r = L. A step takes max(c/r, s/r + L) = 2L = c/r: the

@@ -551,15 +551,33 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   const double credit_us = config_.credit_latency.in_us();
   if (!channels_.empty()) {
     const double buffer = config_.buffer(result_.protocol).as_double();
+    const bool slices = protocol_traits(result_.protocol, config_.rccl).slices;
     for (size_t ch = 0; ch < channels_.size(); ++ch) {
       Channel& chan = channels_[ch];
       std::vector<engine::PipelineLeg> legs;
-      double cap = network::kNoRateCap;
+      // Credit window of the channel's connections: NCCL_STEPS steps in flight. A ring's
+      // steps wait for their upstream data anyway (see the fill), so only the whole buffer
+      // bounds it; trees, chains and NVLS move one chunk per step, so the window is
+      // NCCL_STEPS chunks of the size in use (Simple) or of the data (LL, LL128).
+      double window = buffer;
+      if (!chan.ring) {
+        const double step = slices ? chan.slice : std::min(buffer / kNcclSteps, chan.wire_bytes);
+        window = std::min(buffer, kNcclSteps * step);
+      }
+      double rtt = 0;
       for (size_t i = 0; i < chan.legs.size(); ++i) {
         legs.push_back({chan.legs[i], chan.shares.empty() ? 1.0 : chan.shares[i]});
-        // Credit window: one buffer per round trip of the leg, plus the receiver's time to
-        // post the credit (clear-to-send).
-        cap = std::min(cap, buffer / ((2 * chan.latency_us[i] + credit_us) * 1e-6));
+        // One round trip of the leg, plus the receiver's time to post the credit.
+        rtt = std::max(rtt, (2 * chan.latency_us[i] + credit_us) * 1e-6);
+      }
+      // The first window leaves at once; each later one waits for the credit of the one
+      // before: D bytes take (D - W) R / W, the rate D W / ((D - W) R). Rings keep the
+      // steady-state buffer / R.
+      double cap = network::kNoRateCap;
+      if (chan.ring) {
+        cap = buffer / rtt;
+      } else if (chan.wire_bytes > window) {
+        cap = chan.wire_bytes * window / ((chan.wire_bytes - window) * rtt);
       }
       cap = std::min(cap,
                      protocol_cap() / protocol_traits(result_.protocol, config_.rccl).efficiency);

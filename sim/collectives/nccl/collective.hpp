@@ -10,9 +10,11 @@
 // its edges' links (Simulation::pipeline): its rate is the max-min share of its slowest edge,
 // with every other flow of the fabric competing, and each link carries its weight of the
 // channel's bytes (edges on the link, the QP split, protocol overhead). Receiver-driven
-// admission caps it: a sender may only have one connection buffer of data unacknowledged, and
-// the credit comes back after a round trip, so the rate is at most buffer / (2 L + C) on every
-// edge of one-way latency L, C being the receiver's credit_latency.
+// admission caps it: a sender may only have NCCL_STEPS steps unacknowledged, and a credit comes
+// back after a round trip R = 2 L + C (L the edge's one-way latency, C the receiver's
+// credit_latency). A ring's rate is at most buffer / R; a tree, chain or NVLS channel moves one
+// chunk per step, so its window W is 8 chunks of the size in use: the first window leaves at
+// once, each later one a round trip after the one before.
 //
 // Two things bound a channel's rate besides the links: the credit window above, and the
 // kernel's protocol throughput (NCCL's llMaxBw and per-channel LL128 and Tree caps for the GPU

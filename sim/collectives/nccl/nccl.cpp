@@ -149,8 +149,8 @@ constexpr Param kNcclParams[] = {
      .type = ParamType::Time,
      .fallback = "0s",
      .help = "receiver-driven admission: time for a receiver to return a credit (clear-to-send) "
-             "beyond the path's round trip; a connection moves at most one buffer per round trip "
-             "plus this",
+             "beyond the path's round trip; a connection has at most NCCL_STEPS steps in flight per "
+             "round trip plus this",
      .check = Check::NonNegative},
     {.key = "hop_latency_factor",
      .type = ParamType::Number,
