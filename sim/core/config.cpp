@@ -76,6 +76,16 @@ std::string ConfigNode::describe() const {
   return "?";
 }
 
+ConfigNode ConfigNode::rebased(const std::string& path) const {
+  ConfigNode n = *this;
+  n.path_ = path;
+  for (size_t i = 0; i < n.items_.size(); ++i)
+    n.items_[i] = items_[i].rebased(fmt::format("{}[{}]", path, i));
+  for (Entry& e : n.entries_)
+    e.value = e.value.rebased(config_path(path, e.key));
+  return n;
+}
+
 std::string config_path(std::string_view parent, std::string_view key) {
   if (parent.empty()) return std::string(key);
   return fmt::format("{}.{}", parent, key);

@@ -50,6 +50,10 @@ class ConfigNode {
   /// What the value looks like, for "found ..." in messages: "the string 'abc'", "a list", ...
   std::string describe() const;
 
+  /// The same tree under another path (a value read from one file and placed elsewhere in the
+  /// scenario, e.g. an included workload): every path below is rebuilt, locations are kept.
+  ConfigNode rebased(const std::string& path) const;
+
  private:
   Kind kind_ = Kind::Null;
   SourceLocation where_;

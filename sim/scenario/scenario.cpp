@@ -71,7 +71,8 @@ constexpr Param kScenarioParams[] = {
      .choices = "see network"},
     {.key = "workloads",
      .type = ParamType::List,
-     .help = "traffic to simulate; `rocesim run` needs at least one",
+     .help = "traffic to simulate; `rocesim run` needs at least one; `{include: FILE}` "
+             "items take a file's",
      .choices = "see the workload types",
      .optional = true},
     {.key = "events",
@@ -165,6 +166,59 @@ ConfigNode resolve_topology(const ConfigNode& value, const std::string& base_dir
     return *root.find("topology");  // its paths already start at "topology"
   }
   return load_yaml_file(p.string(), value.path(), &value);
+}
+
+/// The workloads of a scenario with every `include` item replaced by the workloads of its file
+/// (relative to `base_dir`): a workload mapping, a list of them, or a mapping whose only key is
+/// `workloads`. Keys written beside `include` replace those of each included workload (`name`
+/// only when the file holds one). Items keep their files' locations and take their place's path,
+/// so errors point into the included file and `--set workloads[3].bytes` reaches them.
+ConfigNode expand_workload_includes(const ConfigNode& list, const std::string& base_dir) {
+  if (!list.is_sequence()) return list;
+  ConfigNode out = ConfigNode::sequence(list.where(), list.path());
+  for (const ConfigNode& item : list.items()) {
+    const ConfigNode* include = item.is_map() ? item.find("include") : nullptr;
+    std::vector<ConfigNode> found;
+    if (include == nullptr) {
+      found.push_back(item);
+    } else {
+      if (!include->is_scalar() || include->value().empty()) {
+        throw InputError(include->where(), include->path(), "the path of a workload file",
+                         include->describe());
+      }
+      std::filesystem::path p(include->value());
+      if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+      const ConfigNode root = load_yaml_file(p.string(), include->path(), include);
+      const ConfigNode* listed =
+          root.is_map() && root.entries().size() == 1 ? root.find("workloads") : nullptr;
+      const ConfigNode& body = listed != nullptr ? *listed : root;
+      if (body.is_sequence()) {
+        found = body.items();
+      } else if (body.is_map()) {
+        found.push_back(body);
+      } else {
+        throw InputError(body.where(), body.path(),
+                         "a workload mapping, a list of workloads or a `workloads` list",
+                         body.describe());
+      }
+      for (ConfigNode& w : found) {
+        if (!w.is_map()) continue;  // reported with its location when the workload is read
+        for (const ConfigNode::Entry& e : item.entries()) {
+          if (e.key == "include") continue;
+          if (e.key == "name" && found.size() > 1) {
+            throw InputError(e.key_where, config_path(item.path(), "name"),
+                             "no `name` beside an include of several workloads (each has its own)",
+                             fmt::format("{} workloads in '{}'", found.size(), p.string()));
+          }
+          w.set(e.key, e.key_where, e.value);
+        }
+      }
+    }
+    for (ConfigNode& w : found) {
+      out.append(w.rebased(fmt::format("{}[{}]", list.path(), out.items().size())));
+    }
+  }
+  return out;
 }
 
 /// The directory of hardware presets (topologies/hardware).
@@ -282,6 +336,10 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     const ParamReader r0(root, kScenarioTable);
     written.set("topology", root.key_where("topology"),
                 resolve_topology(r0.node("topology"), base_dir));
+    if (const ConfigNode* list = root.find("workloads"); list != nullptr) {
+      written.set("workloads", root.key_where("workloads"),
+                  expand_workload_includes(*list, base_dir));
+    }
     if (r0.has("calibration")) {
       const ConfigNode& c = r0.node("calibration");
       std::vector<const ConfigNode*> files;
@@ -405,7 +463,12 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     const bool whole =
         std::equal(job->begin(), job->end(), run->fabric.gpus().begin(), run->fabric.gpus().end());
     const fabric::Ranks ranks(run->fabric, *job, !whole);
-    engine::WorkloadInput in{w, run->fabric, ranks, run->seed, name, base_dir};
+    // Relative paths in a workload resolve against the file that holds it (an included one).
+    std::string dir = base_dir;
+    if (item.where().known() && root.where().known() && *item.where().file != *root.where().file) {
+      dir = std::filesystem::path(*item.where().file).parent_path().string();
+    }
+    engine::WorkloadInput in{w, run->fabric, ranks, run->seed, name, dir};
     by_name[name] = run->sim->add_workload(kind->make(in, *run), w.time("start"), std::move(after));
   }
 

@@ -65,7 +65,7 @@ constexpr Param kFlowListParams[] = {
      .optional = true},
     {.key = "file",
      .type = ParamType::String,
-     .help = "CSV file of flows, relative to the scenario file",
+     .help = "CSV file of flows, relative to the file that holds the workload",
      .optional = true},
 };
 

@@ -271,7 +271,8 @@ TEST_F(ScenarioErrors, ScalarWhereTheWorkloadListIsExpected) {
   expect_rejected(f, {.file = f.scenario,
                       .at = locate(yaml, "  permutation\n", "permutation"),
                       .key = "workloads",
-                      .expected = "a list (traffic to simulate; `rocesim run` needs at least one)",
+                      .expected = "a list (traffic to simulate; `rocesim run` needs at least one; "
+                                  "`{include: FILE}` items take a file's)",
                       .found = "'permutation'"});
 }
 
