@@ -26,6 +26,7 @@
 #include "cli/commands.hpp"
 #include "cli/mpi.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
+#include "sim/metrics/summary.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/scenario/study.hpp"
 
@@ -49,25 +50,8 @@ std::string row_text(const scenario::Study& study, const scenario::StudyPoint& p
   std::string out = fmt::format("seed {}\n", run.seed);
   for (size_t a = 0; a < study.axes.size(); ++a)
     out += fmt::format("axis {}={}\n", study.axes[a], p.values[a]);
-  auto metric = [&](const std::string& name, double v) {
+  for (const auto& [name, v] : metrics::run_metrics(*run.recorder, run.sim->end_time()))
     out += fmt::format("metric {}={:.17g}\n", name, v);
-  };
-  metric("end_s", run.sim->end_time().in_seconds());
-  for (const metrics::WorkloadResult& w : run.recorder->workloads()) {
-    metric(w.name + ".completion_s", (w.end - w.start).in_seconds());
-    metric(w.name + ".throughput_gbps", w.throughput_gbps);
-    metric(w.name + ".mean_fct_s", w.mean_fct_s);
-    metric(w.name + ".max_fct_s", w.max_fct_s);
-    for (const auto& [name, value] : w.figures.values)
-      metric(w.name + "." + name, value);
-  }
-  for (const metrics::TierResult& t : run.recorder->tiers()) {
-    metric(t.link_class + ".util_mean", t.mean_utilization);
-    metric(t.link_class + ".util_p99", t.p99_utilization);
-    metric(t.link_class + ".util_max", t.max_utilization);
-    metric(t.link_class + ".mmr", t.mmr);
-    metric(t.link_class + ".busy_mmr", t.busy_mmr);
-  }
   return out;
 }
 

@@ -1,20 +1,27 @@
-// The rocesim Python module: scenarios loaded and run in process, results as Python objects
-// (lists of dicts that pandas takes as they are: pd.DataFrame(run.workloads)).
+// The native part of the rocesim Python package (python/rocesim/__init__.py is the public
+// face): scenarios and studies loaded and run in process, results as Python objects (lists of
+// dicts and dicts of floats, which the package turns into pandas DataFrames).
 //
-//   import rocesim
-//   r = rocesim.run("scenarios/quickstart.yaml", set={"routing.scheme": "e-ecmp"}, seed=2)
-//   r.workloads, r.tiers, r.link_events, r.end_s, r.summary; r.write("results.h5")
-//   rocesim.InputError (a ValueError) carries .file, .line, .column and .key
+//   import rocesim._rocesim as native
+//   r = native.load("scenarios/quickstart.yaml", {"routing.scheme": "e-ecmp"}, 2, 1); r.run()
+//   r.workloads, r.tiers, r.link_events, r.metrics, r.end_s, r.summary; r.write("results.h5")
+//   InputError (a ValueError) carries .file, .line, .column and .key
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <atomic>
+#include <exception>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "sim/metrics/hdf5_writer.hpp"
 #include "sim/metrics/summary.hpp"
 #include "sim/scenario/calibration.hpp"
 #include "sim/scenario/scenario.hpp"
+#include "sim/scenario/study.hpp"
 
 #ifndef ROCESIM_VERSION
 #define ROCESIM_VERSION "0.0.0"
@@ -25,18 +32,44 @@ using namespace rocesim;
 
 namespace {
 
-/// A scenario that ran: its results, as Python sees them.
+/// A scenario loaded (checked and built) and, once run() is called, simulated: its results as
+/// Python sees them.
 class Run {
  public:
   Run(std::unique_ptr<scenario::ScenarioRun> run, std::string file)
       : run_(std::move(run)), file_(std::move(file)) {}
 
+  /// Simulates, without the GIL (other Python threads go on); once.
+  void run() {
+    if (ran_) return;
+    py::gil_scoped_release release;
+    simulate();
+  }
+  /// Simulates; the caller has released the GIL (a pool of points).
+  void simulate() {
+    run_->run();
+    ran_ = true;
+  }
+  bool ran() const { return ran_; }
+
   std::string name() const { return run_->name; }
   uint64_t seed() const { return run_->seed; }
-  double end_s() const { return run_->sim->end_time().in_seconds(); }
   std::string scenario() const { return run_->effective_yaml; }
+  double end_s() const {
+    need_run();
+    return run_->sim->end_time().in_seconds();
+  }
+
+  py::dict metrics() const {
+    need_run();
+    py::dict out;
+    for (const auto& [name, value] : metrics::run_metrics(*run_->recorder, run_->sim->end_time()))
+      out[py::str(name)] = value;
+    return out;
+  }
 
   py::list workloads() const {
+    need_run();
     py::list out;
     for (const metrics::WorkloadResult& w : run_->recorder->workloads()) {
       py::dict d;
@@ -59,6 +92,7 @@ class Run {
   }
 
   py::list tiers() const {
+    need_run();
     py::list out;
     for (const metrics::TierResult& t : run_->recorder->tiers()) {
       py::dict d;
@@ -81,6 +115,7 @@ class Run {
   }
 
   py::list link_events() const {
+    need_run();
     py::list out;
     for (const engine::LinkEvent& e : run_->sim->link_events()) {
       py::dict d;
@@ -99,10 +134,12 @@ class Run {
   }
 
   std::string summary() const {
+    need_run();
     return metrics::format_summary(*run_->recorder, metrics::RunInfo{run_->name, run_->seed, 0});
   }
 
   void write(const std::string& path) const {
+    need_run();
     const metrics::ResultsMeta meta{ROCESIM_VERSION,       run_->name, file_,
                                     run_->effective_yaml,  run_->seed, {},
                                     run_->calibration_yaml};
@@ -110,8 +147,74 @@ class Run {
   }
 
  private:
+  void need_run() const {
+    if (!ran_) throw py::value_error("the scenario has not run yet: call run() first");
+  }
+
   std::unique_ptr<scenario::ScenarioRun> run_;
   std::string file_;
+  bool ran_ = false;
+};
+
+/// A study's points (a study file, or its text): run a set of them on worker threads.
+class Study {
+ public:
+  explicit Study(scenario::Study s) : s_(std::move(s)) {}
+
+  std::string name() const { return s_.name; }
+  std::string scenario() const { return s_.scenario; }
+  std::vector<std::string> axes() const { return s_.axes; }
+  py::list points() const {
+    py::list out;
+    for (const scenario::StudyPoint& p : s_.points) {
+      py::dict d;
+      d["point"] = p.id;
+      d["seed"] = p.seed ? py::object(py::int_(*p.seed)) : py::object(py::none());
+      d["values"] = p.values;
+      out.append(d);
+    }
+    return out;
+  }
+
+  /// Loads the points `ids` (in order, so the first bad value is the one reported), then runs
+  /// them on `workers` threads without the GIL. Each point runs on one thread, so the results
+  /// are those of the points run one by one.
+  std::vector<std::shared_ptr<Run>> run(const std::vector<uint32_t>& ids, int workers) {
+    std::vector<std::shared_ptr<Run>> runs;
+    for (uint32_t id : ids) {
+      if (id >= s_.points.size()) throw py::index_error("no such point: " + std::to_string(id));
+      const scenario::StudyPoint& p = s_.points[id];
+      scenario::Overrides o;
+      o.seed = p.seed;
+      o.parameters = p.overrides;
+      runs.push_back(std::make_shared<Run>(scenario::load_scenario(s_.scenario, o), s_.scenario));
+    }
+    py::gil_scoped_release release;
+    std::atomic<size_t> next{0};
+    std::exception_ptr failure;
+    std::atomic<bool> failed{false};
+    auto work = [&] {
+      for (size_t i = next++; i < runs.size() && !failed; i = next++) {
+        try {
+          runs[i]->simulate();
+        } catch (...) {
+          if (!failed.exchange(true)) failure = std::current_exception();
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    const size_t n = std::min<size_t>(std::max(1, workers), runs.size());
+    for (size_t t = 1; t < n; ++t)
+      pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool)
+      t.join();
+    if (failure) std::rethrow_exception(failure);
+    return runs;
+  }
+
+ private:
+  scenario::Study s_;
 };
 
 scenario::Overrides overrides(const py::dict& set, std::optional<uint64_t> seed, int threads) {
@@ -127,8 +230,8 @@ scenario::Overrides overrides(const py::dict& set, std::optional<uint64_t> seed,
 
 }  // namespace
 
-PYBIND11_MODULE(rocesim, m) {
-  m.doc() = "rocesim: a flow-level simulator of RoCE fabrics for AI training clusters";
+PYBIND11_MODULE(_rocesim, m) {
+  m.doc() = "rocesim's native part: scenarios and studies loaded and run in process";
   m.attr("__version__") = ROCESIM_VERSION;
 
   static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
@@ -148,12 +251,16 @@ PYBIND11_MODULE(rocesim, m) {
     }
   });
 
-  py::class_<Run>(m, "Run", "A scenario that ran")
+  py::class_<Run, std::shared_ptr<Run>>(m, "Run", "A scenario loaded and, after run(), simulated")
+      .def("run", &Run::run, "simulate (once; without the GIL)")
+      .def_property_readonly("ran", &Run::ran)
       .def_property_readonly("name", &Run::name)
       .def_property_readonly("seed", &Run::seed)
-      .def_property_readonly("end_s", &Run::end_s, "simulated end of the run (s)")
       .def_property_readonly("scenario", &Run::scenario,
                              "the effective scenario (YAML), every default filled in")
+      .def_property_readonly("end_s", &Run::end_s, "simulated end of the run (s)")
+      .def_property_readonly("metrics", &Run::metrics,
+                             "the run's figures by name, as a sweep's points table has them")
       .def_property_readonly("workloads", &Run::workloads,
                              "one dict per workload: times (s), flows, bytes and its figures")
       .def_property_readonly("tiers", &Run::tiers, "one dict per link class (as /tiers)")
@@ -161,19 +268,43 @@ PYBIND11_MODULE(rocesim, m) {
       .def_property_readonly("summary", &Run::summary, "the summary `rocesim run` prints")
       .def("write", &Run::write, py::arg("path"), "write results.h5 (docs/output.md)");
 
+  py::class_<Study>(m, "Study", "A study's points")
+      .def_property_readonly("name", &Study::name)
+      .def_property_readonly("scenario", &Study::scenario, "the base scenario's path")
+      .def_property_readonly("axes", &Study::axes, "the axes' paths")
+      .def_property_readonly("points", &Study::points, "point, seed (None: the scenario's), values")
+      .def("run", &Study::run, py::arg("ids"), py::arg("workers") = 1,
+           "load the points, then run them on worker threads; returns their Runs");
+
   m.def(
-      "run",
+      "load",
       [](const std::string& scenario, const py::dict& set, std::optional<uint64_t> seed,
          int threads) {
-        auto run = scenario::load_scenario(scenario, overrides(set, seed, threads));
-        {
-          py::gil_scoped_release release;
-          run->run();
-        }
-        return Run(std::move(run), scenario);
+        return std::make_shared<Run>(
+            scenario::load_scenario(scenario, overrides(set, seed, threads)), scenario);
       },
       py::arg("scenario"), py::arg("set") = py::dict(), py::arg("seed") = py::none(),
       py::arg("threads") = 1,
-      "Load a scenario file with `set` values over it (paths as --set takes them) and run it");
+      "Load a scenario file with `set` values over it (paths as --set takes them)");
+  m.def(
+      "load_text",
+      [](const std::string& text, const std::string& name, const std::string& base_dir,
+         const py::dict& set, std::optional<uint64_t> seed, int threads) {
+        return std::make_shared<Run>(
+            scenario::load_scenario_text(text, name, base_dir, overrides(set, seed, threads)),
+            name);
+      },
+      py::arg("text"), py::arg("name"), py::arg("base_dir"), py::arg("set") = py::dict(),
+      py::arg("seed") = py::none(), py::arg("threads") = 1,
+      "Load a scenario from YAML text (JSON is YAML); relative paths start at base_dir");
+  m.def(
+      "study", [](const std::string& path) { return Study(scenario::load_study(path)); },
+      py::arg("path"), "Read a study file");
+  m.def(
+      "study_text",
+      [](const std::string& text, const std::string& name, const std::string& base_dir) {
+        return Study(scenario::load_study_text(text, name, base_dir));
+      },
+      py::arg("text"), py::arg("name"), py::arg("base_dir"), "Read a study from YAML text");
   m.def("schema", &scenario::scenario_reference_markdown, "the scenario reference (Markdown)");
 }

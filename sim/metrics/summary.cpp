@@ -88,4 +88,25 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
   return out;
 }
 
+std::vector<std::pair<std::string, double>> run_metrics(const Recorder& rec, Time end) {
+  std::vector<std::pair<std::string, double>> out;
+  out.emplace_back("end_s", end.in_seconds());
+  for (const WorkloadResult& w : rec.workloads()) {
+    out.emplace_back(w.name + ".completion_s", (w.end - w.start).in_seconds());
+    out.emplace_back(w.name + ".throughput_gbps", w.throughput_gbps);
+    out.emplace_back(w.name + ".mean_fct_s", w.mean_fct_s);
+    out.emplace_back(w.name + ".max_fct_s", w.max_fct_s);
+    for (const auto& [name, value] : w.figures.values)
+      out.emplace_back(w.name + "." + name, value);
+  }
+  for (const TierResult& t : rec.tiers()) {
+    out.emplace_back(t.link_class + ".util_mean", t.mean_utilization);
+    out.emplace_back(t.link_class + ".util_p99", t.p99_utilization);
+    out.emplace_back(t.link_class + ".util_max", t.max_utilization);
+    out.emplace_back(t.link_class + ".mmr", t.mmr);
+    out.emplace_back(t.link_class + ".busy_mmr", t.busy_mmr);
+  }
+  return out;
+}
+
 }  // namespace rocesim::metrics

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/metrics/recorder.hpp"
 
@@ -15,5 +17,11 @@ struct RunInfo {
 };
 
 std::string format_summary(const Recorder& rec, const RunInfo& info);
+
+/// A run's figures by name, as the points table of a sweep holds them: `end_s` (the simulated
+/// end, s); per workload `<name>.completion_s`, `.throughput_gbps`, `.mean_fct_s`,
+/// `.max_fct_s` and each of its figures (`<name>.busbw_GBps`, ...); per link class
+/// `<class>.util_mean`, `.util_p99`, `.util_max`, `.mmr`, `.busy_mmr`.
+std::vector<std::pair<std::string, double>> run_metrics(const Recorder& rec, Time end);
 
 }  // namespace rocesim::metrics

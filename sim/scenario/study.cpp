@@ -106,18 +106,26 @@ const ParamTable& study_table() {
 }
 
 Study load_study(const std::string& path) {
-  const ConfigNode root = load_yaml_file(path, "");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return expand_study(load_yaml_file(path, ""), path, text.str(),
+                      std::filesystem::path(path).parent_path().string());
+}
+
+Study load_study_text(const std::string& text, const std::string& name,
+                      const std::string& base_dir) {
+  return expand_study(load_yaml_text(text, name), name, text, base_dir);
+}
+
+Study expand_study(const ConfigNode& root, const std::string& file, const std::string& text,
+                   const std::string& base_dir) {
   const ParamReader r(root, kStudyTable);
   Study s;
-  s.file = path;
-  s.name = r.has("name") ? r.string("name") : std::filesystem::path(path).stem().string();
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    s.text = text.str();
-  }
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  s.file = file;
+  s.name = r.has("name") ? r.string("name") : std::filesystem::path(file).stem().string();
+  s.text = text;
+  const std::filesystem::path dir(base_dir);
   s.scenario = (dir / r.string("scenario")).lexically_normal().string();
   if (!std::filesystem::is_regular_file(s.scenario)) {
     r.fail("scenario", "a scenario file, relative to the study file",

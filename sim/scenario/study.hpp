@@ -38,5 +38,12 @@ struct Study {
 const ParamTable& study_table();
 /// Reads and expands a study file; errors are InputErrors located in it.
 Study load_study(const std::string& path);
+/// Same, from YAML text (`name` stands in for the file name; the scenario is relative to
+/// `base_dir`).
+Study load_study_text(const std::string& text, const std::string& name,
+                      const std::string& base_dir);
+/// Expands a study's tree (`file` and `text` as recorded in Study).
+Study expand_study(const ConfigNode& root, const std::string& file, const std::string& text,
+                   const std::string& base_dir);
 
 }  // namespace rocesim::scenario

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The rocesim Python module against the command line (run by ctest, label e2e).
+"""The rocesim Python package against the command line (run by ctest, label e2e).
 
 Environment: PYTHONPATH holds the built module; ROCESIM_CLI the rocesim executable;
 ROCESIM_SOURCE_DIR the source tree. Exits 1 with the failures, 0 with "ok".
@@ -38,15 +38,58 @@ with tempfile.TemporaryDirectory() as tmp:
             check(np.array_equal(a[name][:], b[name][:]), f"/{name} differs from the CLI's")
         check(a["meta"].attrs["end_ps"] == b["meta"].attrs["end_ps"], "end differs")
         rows = a["workloads"][:]
-    check([w["name"] for w in run.workloads] == [r["name"].decode() for r in rows],
-          "workload names")
-    for w, r in zip(run.workloads, rows):
+    workloads = run.workloads  # a DataFrame
+    check(list(workloads["name"]) == [r["name"].decode() for r in rows], "workload names")
+    for (_, w), r in zip(workloads.iterrows(), rows):
         check(w["completion_s"] == (r["end_ps"] - r["start_ps"]) * 1e-12,
               f"{w['name']}: completion_s is not the CLI's")
     check(run.seed == 2 and run.name == "quickstart", "name or seed")
-    check(len(run.tiers) == 8 and run.tiers[-1]["link_class"] == "spine->leaf", "tiers")
+    check(len(run.tiers) == 8 and run.tiers["link_class"].iloc[-1] == "spine->leaf", "tiers")
     check("scenario quickstart  (seed 2)" in run.summary, "summary")
-    check(run.link_events == [], "link events of a scenario without events")
+    check(run.link_events.empty, "link events of a scenario without events")
+    check(run.metrics["end_s"] == run.end_s, "metrics' end_s")
+
+    # The readers: the CLI's results.h5 as DataFrames, the same values as the module's.
+    tables = rocesim.read_results(cli_h5)
+    check(list(tables["workloads"]["name"]) == list(workloads["name"]), "read_results workloads")
+    check(len(tables["flows"]) > 0 and "bytes" in tables["flows"].columns, "read_results flows")
+    check(tables["meta"]["seed"] == 2, f"read_results meta {tables['meta'].get('seed')!r}")
+
+    # A scenario as a dict (relative paths from base_dir): the same run as its file.
+    quickstart = {  # scenarios/quickstart.yaml as Python data
+        "name": "quickstart", "seed": 1, "topology": "../topologies/ai-zone-128.yaml",
+        "routing": {"scheme": "ecmp", "hash": "crc32"}, "network": {"model": "maxmin"},
+        "workloads": [
+            {"name": "allreduce", "type": "ring_allreduce", "ranks": "all", "bytes": "256MiB"},
+            {"name": "permutation", "type": "permutation", "ranks": "all", "bytes": "64MiB",
+             "qps_per_connection": 4, "after": ["allreduce"]}]}
+    as_dict = rocesim.run(quickstart, base_dir=os.path.join(SRC, "scenarios"), set=values, seed=2)
+    check(as_dict.metrics == run.metrics, "a dict scenario runs differently from its file")
+
+    # Loaded but not run: results are refused, not empty.
+    loaded = rocesim.load(SCENARIO)
+    check(not loaded.ran, "load runs")
+    try:
+        loaded.workloads
+        check(False, "results of a run that has not run")
+    except ValueError:
+        pass
+
+    # A study in process: the same table as `rocesim sweep` writes, at 1 and 2 workers.
+    study = os.path.join(SRC, "studies", "routing_schemes.yaml")
+    sweep_h5 = os.path.join(tmp, "sweep.h5")
+    subprocess.run([CLI, "sweep", study, "-q", "--points", "0-5", "-o", sweep_h5], check=True)
+    cli_points = rocesim.read_sweep(sweep_h5)
+    for workers in (1, 2):
+        mine = rocesim.sweep(study, workers=workers).iloc[:6]
+        check(list(mine.columns) == list(cli_points.columns),
+              f"sweep columns differ from sweep.h5's: {list(mine.columns)[:6]}")
+        check(mine.reset_index(drop=True).equals(cli_points.reset_index(drop=True)),
+              f"sweep at {workers} workers differs from sweep.h5's points")
+    grid = rocesim.sweep(scenario=SCENARIO, grid={"routing.scheme": ["ecmp", "e-ecmp"]},
+                         replicates=2)
+    check(list(grid["routing.scheme"]) == ["ecmp", "ecmp", "e-ecmp", "e-ecmp"] and
+          list(grid["seed"]) == [1, 2, 1, 2], "a keyword study's points")
 
 # A bad value is a rocesim.InputError (a ValueError) that says where and which key.
 try:
