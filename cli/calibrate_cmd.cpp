@@ -70,7 +70,13 @@ int calibrate_fit(const CalibrateFitCommand& c) {
     for (const std::string& w : log.warnings)
       std::cerr << w << "\n";
   }
+  StepProgress progress("calibrate fit", false);
+  o.on_iteration = [&](int it, int max, double cost) {
+    progress.update(static_cast<size_t>(it), static_cast<size_t>(max), "iterations",
+                    fmt::format("cost {:.4g}", cost));
+  };
   const calibrate::FitReport report = calibrate::fit(logs, files, c.scenario, o);
+  progress.done();
   std::cout << calibrate::format_report(report);
   metrics::write_text_file(c.output, calibrate::calibration_yaml(report));
   std::cout << fmt::format("\nwritten: {}", c.output);

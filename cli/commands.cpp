@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,34 @@ Progress::Progress(engine::Simulation& sim, bool quiet) {
 }
 
 void Progress::done() {
+  if (shown_) std::fprintf(stderr, "\n");
+  shown_ = false;
+}
+
+StepProgress::StepProgress(std::string what, bool quiet)
+    : what_(std::move(what)),
+      enabled_(!quiet && ::isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()) {}
+
+void StepProgress::update(size_t done, size_t total, const char* unit, const std::string& detail) {
+  if (!enabled_) return;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (elapsed < 2.0) return;
+  shown_ = true;
+  std::string line = fmt::format("\r[rocesim {}] {}", what_, done);
+  if (total > 0) line += fmt::format("/{}", total);
+  line += fmt::format(" {}  {:.0f} s", unit, elapsed);
+  if (total > 0 && done > 0 && done < total) {
+    line += fmt::format("  ETA {:.0f} s",
+                        elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+  }
+  if (!detail.empty()) line += "  " + detail;
+  std::fprintf(stderr, "%s   ", line.c_str());
+  std::fflush(stderr);
+}
+
+void StepProgress::done() {
   if (shown_) std::fprintf(stderr, "\n");
   shown_ = false;
 }

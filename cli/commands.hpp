@@ -3,6 +3,7 @@
 // anything else (e.g. an output file that cannot be written).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -72,6 +73,25 @@ class Progress {
 
  private:
   bool shown_ = false;
+};
+
+/// A progress line on stderr for a command that works through steps (tables, iterations,
+/// points): shown once it has run 2 s, only when stderr is a terminal (and not `quiet`), with
+/// the steps done and, when `total` is known, an estimate of the time left. done() ends it.
+class StepProgress {
+ public:
+  StepProgress(std::string what, bool quiet);
+  ~StepProgress() { done(); }
+  StepProgress(const StepProgress&) = delete;
+  StepProgress& operator=(const StepProgress&) = delete;
+  /// `done` of `total` (0: unknown) `unit` ("tables", "iterations"), then `detail`.
+  void update(size_t done, size_t total, const char* unit, const std::string& detail = "");
+  void done();
+
+ private:
+  std::string what_;
+  bool enabled_ = false, shown_ = false;
+  std::chrono::steady_clock::time_point start_;
 };
 
 /// Runs a program (argv[0] an absolute path) and waits: its exit status, -1 if it could not

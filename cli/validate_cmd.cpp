@@ -32,8 +32,11 @@ int validate(const ValidateCommand& c) {
   // A bad file is left out and reported at the end: the others are still worth their results.
   validation::TableNames names;
   names.prefixes = c.tables;
-  const validation::ValidationReport report =
-      validation::validate_files(files, c.scenario, overrides, names);
+  StepProgress progress("validate", false);
+  const validation::ValidationReport report = validation::validate_files(
+      files, c.scenario, overrides, names,
+      [&](size_t done, size_t total) { progress.update(done, total, "tables"); });
+  progress.done();
   for (const std::string& w : report.warnings)
     std::cerr << w << "\n";
   const auto input_errors = [&] {

@@ -565,6 +565,7 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
   Eigen::VectorXd w = loss.weights(r);
   for (int it = 0; it < options.max_iterations; ++it) {
     report.iterations = it + 1;
+    if (options.on_iteration) options.on_iteration(it + 1, options.max_iterations, cost);
     const Eigen::VectorXd g = J.transpose() * w.asDiagonal() * r;
     std::vector<Eigen::Index> active;
     for (Eigen::Index j = 0; j < p; ++j) {

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,6 +110,9 @@ struct FitOptions {
   std::optional<uint64_t> seed;
   /// Values applied before fitting and not fitted (e.g. --set, or a NIC probe's efficiency).
   std::vector<scenario::ParamOverride> fixed;
+  /// Called at the start of each iteration (1-based) with the iteration limit and the cost so
+  /// far (progress reports).
+  std::function<void(int iteration, int max_iterations, double cost)> on_iteration;
 };
 
 struct FittedParameter {

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "sim/collectives/nccl/nccl_tests.hpp"
 #include "sim/scenario/scenario.hpp"
@@ -158,7 +159,8 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
 /// Adds the tables of `log` that `keep` selects (its warnings too, without a filter), all or none:
 /// an InputError from one of them leaves the report as it was.
 void add_log(ValidationReport& report, const NcclTestsLog& log, const std::string& scenario_path,
-             const scenario::Overrides& overrides, const RowFilter& keep) {
+             const scenario::Overrides& overrides, const RowFilter& keep,
+             const std::function<void()>& table_done = {}) {
   std::vector<ComparedTable> tables;
   for (size_t i = 0; i < log.tables.size(); ++i) {
     if (keep && std::none_of(log.tables[i].rows.begin(), log.tables[i].rows.end(),
@@ -166,6 +168,7 @@ void add_log(ValidationReport& report, const NcclTestsLog& log, const std::strin
       continue;
     }
     tables.push_back(compare(log, log.tables[i], i, scenario_path, overrides, keep));
+    if (table_done) table_done();
   }
   if (!keep)
     report.warnings.insert(report.warnings.end(), log.warnings.begin(), log.warnings.end());
@@ -281,10 +284,13 @@ bool TableNames::matches(const std::string& name) const {
 
 ValidationReport validate_files(const std::vector<std::string>& files,
                                 const std::string& scenario_path,
-                                const scenario::Overrides& overrides, const TableNames& names) {
+                                const scenario::Overrides& overrides, const TableNames& names,
+                                const TableProgress& progress) {
   // A scenario that does not load would fail every file: that is its error, not theirs.
   load_without_workloads(scenario_path, overrides);
   ValidationReport report;
+  // Every file read first (its tables named and filtered), so that progress knows the total.
+  std::vector<std::optional<NcclTestsLog>> logs;
   size_t kept = 0;
   for (const std::string& f : files) {
     try {
@@ -296,7 +302,20 @@ ValidationReport validate_files(const std::vector<std::string>& files,
       std::erase_if(log.tables,
                     [&](const NcclTestsTable& t) { return !names.matches(t.metadata.at("name")); });
       kept += log.tables.size();
-      if (!log.tables.empty()) add_log(report, log, scenario_path, overrides, {});
+      logs.emplace_back(std::move(log));
+    } catch (const InputError& e) {
+      report.errors.emplace_back(e.what());
+      logs.emplace_back();
+    }
+  }
+  size_t done = 0;
+  const auto table_done = [&] {
+    if (progress) progress(++done, kept);
+  };
+  for (std::optional<NcclTestsLog>& log : logs) {
+    if (!log || log->tables.empty()) continue;
+    try {
+      add_log(report, *log, scenario_path, overrides, {}, table_done);
     } catch (const InputError& e) {
       report.errors.emplace_back(e.what());
     }

@@ -103,9 +103,13 @@ struct TableNames {
 };
 /// Tables whose names match none of `names` are skipped; if no table of any file matches, that
 /// is an InputError naming the prefixes.
+/// `progress`, when set, is called after each simulated table with the tables done and the
+/// tables to simulate (the files are read first).
+using TableProgress = std::function<void(size_t done, size_t total)>;
 ValidationReport validate_files(const std::vector<std::string>& files,
                                 const std::string& scenario_path,
-                                const scenario::Overrides& overrides, const TableNames& names = {});
+                                const scenario::Overrides& overrides, const TableNames& names = {},
+                                const TableProgress& progress = {});
 
 /// Percentile p in [0, 1] of `values` (linear interpolation; 0 for none).
 double percentile(std::vector<double> values, double p);
