@@ -8,6 +8,7 @@
 #include "calibrate/lib/nicprobe_report.hpp"
 #include "cli/commands.hpp"
 #include "sim/fabric/wire.hpp"
+#include "sim/metrics/output_files.hpp"
 #include "sim/metrics/table.hpp"
 #include "validation/lib/validate.hpp"
 
@@ -78,12 +79,15 @@ int calibrate_fit(const CalibrateFitCommand& c) {
   const calibrate::FitReport report = calibrate::fit(logs, files, c.scenario, o);
   progress.done();
   std::cout << calibrate::format_report(report);
-  metrics::write_text_file(c.output, calibrate::calibration_yaml(report));
-  std::cout << fmt::format("\nwritten: {}", c.output);
+  // The calibration and its residuals appear together, or neither.
+  metrics::OutputSet outputs;
+  metrics::write_text_file(outputs.stage(c.output), calibrate::calibration_yaml(report));
   if (!c.residuals.empty()) {
-    metrics::write_text_file(c.residuals, calibrate::residuals_csv(report));
-    std::cout << fmt::format(", {}", c.residuals);
+    metrics::write_text_file(outputs.stage(c.residuals), calibrate::residuals_csv(report));
   }
+  outputs.commit();
+  std::cout << fmt::format("\nwritten: {}", c.output);
+  if (!c.residuals.empty()) std::cout << fmt::format(", {}", c.residuals);
   std::cout << "\n";
   return 0;
 }

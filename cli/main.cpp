@@ -14,14 +14,17 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "cli/commands.hpp"
 #include "cli/mpi.hpp"
 #include "sim/core/error.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
+#include "sim/metrics/output_files.hpp"
 #include "sim/metrics/summary.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/topology/report.hpp"
@@ -84,6 +87,8 @@ int main(int argc, char** argv) {
   struct Finalize {
     ~Finalize() { cli::mpi::finalize(); }
   } finalize;
+  // An output half written when SIGINT or SIGTERM arrives is removed (output_files.hpp).
+  metrics::remove_temporaries_on_signals();
   CLI::App app{"rocesim: a flow-level simulator of RoCE fabrics for AI training clusters"};
   app.set_version_flag("--version", ROCESIM_VERSION);
   app.require_subcommand(1);
@@ -139,15 +144,14 @@ int main(int argc, char** argv) {
   topo->add_option("file", topo_path, "topology or scenario file (YAML)")->required();
 
   cli::NcclTestsCommand nt;
-  nt.output = "results.h5";
   bool nt_no_output = false;
   CLI::App* nccl_tests = app.add_subcommand(
       "nccl-tests",
       "Run an nccl-tests benchmark on the scenario's job and print its table, e.g. "
       "`rocesim nccl-tests --scenario S.yaml all_reduce_perf -b 8 -e 8G -f 2`");
   nccl_tests->add_option("--scenario", nt.scenario, "scenario file (YAML)")->required();
-  nccl_tests->add_option("-o,--output", nt.output, "results file (HDF5)")->capture_default_str();
-  nccl_tests->add_flag("--no-output", nt_no_output, "do not write results.h5");
+  nccl_tests->add_option("-o,--output", nt.output, "results file (HDF5); none without it");
+  nccl_tests->add_flag("--no-output", nt_no_output, "write no results file (the default)");
   add_seed(nccl_tests, nt.seed);
   nccl_tests->add_option("--ranks", nt.ranks, "use the job's first N ranks");
   add_set(nccl_tests, nt.set, nt.calibration);
@@ -278,7 +282,7 @@ int main(int argc, char** argv) {
     return kExitInput;
   }
 
-  try {
+  const auto dispatch = [&]() -> int {
     if (run->parsed())
       return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet, sets,
                      calibrations);
@@ -313,15 +317,44 @@ int main(int argc, char** argv) {
                 << scenario::scenario_reference_markdown();
       return 0;
     }
+    return 0;
+  };
+
+  // Outputs are checked before any work: a run of an hour must not end on a bad -o.
+  const auto outputs = [&] {
+    using metrics::check_output_dir;
+    using metrics::check_output_path;
+    if (run->parsed() && !no_output) check_output_path(out_path, "-o");
+    if (nccl_tests->parsed() && nccl_tests->count("-o") > 0 && !nt_no_output)
+      check_output_path(nt.output, "-o");
+    if (validate->parsed()) check_output_dir(val.output_dir, "-o");
+    if (fit->parsed()) {
+      check_output_path(cf.output, "-o");
+      if (fit->count("--residuals") > 0) check_output_path(cf.residuals, "--residuals");
+    }
+    if (sweep->parsed()) check_output_path(sw.output, "-o");
+    if (plot->parsed()) check_output_dir(plot_dir, "-o");
+  };
+
+  int rc = 0;
+  try {
+    outputs();
+    rc = dispatch();
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";
-    return kExitInput;
+    rc = kExitInput;
   } catch (const InternalError& e) {
     std::cerr << e.what() << "\n";
-    return kExitInternal;
+    rc = kExitInternal;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    rc = 1;
   }
-  return 0;
+  // A table lost on a full device is a failure, not a success.
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::cerr << "error: cannot write to standard output: " << std::strerror(errno) << "\n";
+    if (rc == 0) rc = 1;
+  }
+  return rc;
 }

@@ -34,14 +34,11 @@ metrics::Table rows_table(const nccl::NcclTestsOptions& o,
                b1 = t.add_number("busbw_in_place", "GB/s"), algo = t.add_text("algorithm"),
                proto = t.add_text("protocol"), ch = t.add_integer("channels"),
                model = t.add_number("nccl_model_us", "us");
-  const bool reduces = o.collective == nccl::Collective::AllReduce ||
-                       o.collective == nccl::Collective::ReduceScatter ||
-                       o.collective == nccl::Collective::Reduce;
   for (const nccl::NcclTestsRow& r : rows) {
     t.push(size, r.size.size_bytes);
     t.push(count, r.size.count);
-    t.push(type, o.datatype);
-    t.push(redop, reduces ? o.op : std::string("none"));
+    t.push(type, r.datatype);
+    t.push(redop, r.op);
     t.push(root, int64_t{r.root});
     t.push(t0, r.time_us[0]);
     t.push(a0, r.algbw_GBps[0]);
@@ -68,8 +65,11 @@ int nccl_tests(const NcclTestsCommand& c) {
   overrides.skip_workloads = true;
   overrides.parameters = parse_sets(c.set, c.calibration);
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
+  std::vector<std::string> not_modelled;
   if (!c.env.empty()) {
-    // Read like a workload's `nccl:` overrides, so that every key and value is checked.
+    // Read like a workload's `nccl:` overrides, so that every key the NCCL model knows is
+    // checked; other variables (NCCL_IB_GID_INDEX, UCX_..., as mpirun -x passes anything) are
+    // accepted and listed as not modelled, as `validate` lists a table's.
     const auto where = std::make_shared<const std::string>("command line");
     ConfigNode env = ConfigNode::map(SourceLocation{where, 0, 0}, "nccl");
     for (const std::string& kv : c.env) {
@@ -78,6 +78,10 @@ int nccl_tests(const NcclTestsCommand& c) {
         throw InputError(SourceLocation{where, 0, 0}, "--env", "KEY=VALUE", "'" + kv + "'");
       }
       const std::string key = kv.substr(0, eq);
+      if (nccl::nccl_table().find(key) == nullptr) {
+        not_modelled.push_back(kv);
+        continue;
+      }
       env.set(key, SourceLocation{where, 0, 0},
               ConfigNode::scalar(kv.substr(eq + 1), SourceLocation{where, 0, 0},
                                  config_path("nccl", key)));
@@ -107,9 +111,15 @@ int nccl_tests(const NcclTestsCommand& c) {
   run->run();
   progress.done();
 
-  const std::string banner = fmt::format(
+  std::string banner = fmt::format(
       "rocesim {} simulation of {}: scenario '{}' ({}), {} ranks on {} servers, seed {}",
       ROCESIM_VERSION, o.test, run->name, c.scenario, ranks.size(), servers.size(), run->seed);
+  if (!not_modelled.empty()) {
+    std::string list;
+    for (const std::string& kv : not_modelled)
+      list += (list.empty() ? "" : " ") + kv;
+    banner += "\n# Environment not modelled: " + list;
+  }
   std::cout << nccl::format_nccl_tests(o, s->rows(), names, banner);
   if (!c.output.empty()) {
     metrics::ResultsMeta meta{ROCESIM_VERSION,      run->name, c.scenario,

@@ -6,6 +6,8 @@
 
 #include "cli/commands.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
+#include "sim/metrics/output_files.hpp"
+#include "sim/metrics/table.hpp"
 #include "validation/lib/validate.hpp"
 
 #ifndef ROCESIM_VERSION
@@ -61,8 +63,10 @@ int validate(const ValidateCommand& c) {
   const std::string bands_csv = (fs::path(c.output_dir) / "validation_bands.csv").string();
   const std::string h5 = (fs::path(c.output_dir) / "validation.h5").string();
   const std::string png = (fs::path(c.output_dir) / "validation.png").string();
-  metrics::write_text_file(csv, tables[0].csv());
-  metrics::write_text_file(bands_csv, tables[1].csv());
+  // The outputs appear together, complete, or not at all.
+  metrics::OutputSet outputs;
+  metrics::write_text_file(outputs.stage(csv), tables[0].csv());
+  metrics::write_text_file(outputs.stage(bands_csv), tables[1].csv());
   metrics::ResultsMeta meta;
   meta.version = ROCESIM_VERSION;
   meta.scenario_name = fs::path(c.scenario).stem().string();
@@ -71,22 +75,33 @@ int validate(const ValidateCommand& c) {
   meta.effective_scenario = run->effective_yaml;
   meta.calibration = run->calibration_yaml;
   meta.tables = tables;
-  metrics::write_tables_h5(h5, meta);
-  std::cout << fmt::format("\nwritten: {}, {}, {}", csv, bands_csv, h5);
+  metrics::write_tables_h5(outputs.stage(h5), meta);
+  int plot_rc = 0;
   if (c.plot) {
-    const int rc = run_program({ROCESIM_PYTHON, ROCESIM_PLOT_SCRIPT, csv, png, "--title",
-                                fmt::format("rocesim {} vs measured: {}", ROCESIM_VERSION,
-                                            fs::path(c.scenario).filename().string())});
-    if (rc != 0) {
-      std::cout << "\n";
-      std::cerr << fmt::format(
-          "error: the plot script failed (exit status {}); the tables are written. Is Debian's "
-          "python3-matplotlib installed (scripts/install-deps)?\n",
-          rc);
-      return report.errors.empty() ? 1 : input_errors();
+    const std::string staged_csv = metrics::temporary_path(csv);
+    plot_rc =
+        run_program({ROCESIM_PYTHON, ROCESIM_PLOT_SCRIPT, staged_csv, outputs.stage(png), "--title",
+                     fmt::format("rocesim {} vs measured: {}", ROCESIM_VERSION,
+                                 fs::path(c.scenario).filename().string())});
+    if (plot_rc != 0) {
+      // A full disk fails the whole command (nothing is written); a missing plotting library
+      // only the plot.
+      const std::string why = metrics::write_failure(png, "");
+      if (why.find("disk is full") != std::string::npos) throw std::runtime_error(why);
+      outputs.drop(png);
     }
-    std::cout << ", " << png;
   }
+  outputs.commit();
+  std::cout << fmt::format("\nwritten: {}, {}, {}", csv, bands_csv, h5);
+  if (plot_rc != 0) {
+    std::cout << "\n";
+    std::cerr << fmt::format(
+        "error: the plot script failed (exit status {}); the tables are written. Is Debian's "
+        "python3-matplotlib installed (scripts/install-deps)?\n",
+        plot_rc);
+    return report.errors.empty() ? 1 : input_errors();
+  }
+  if (c.plot) std::cout << ", " << png;
   std::cout << "\n";
   return report.errors.empty() ? 0 : input_errors();
 }

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "sim/metrics/output_files.hpp"
+
 namespace rocesim::metrics {
 namespace {
 
@@ -618,17 +620,17 @@ void write_tables(const Writer& out, hid_t file, const std::vector<Table>& table
 
 namespace {
 
-/// Creates `path` through a temporary file: `fill` writes the contents, then the file is renamed
-/// into place; on any failure nothing is left behind.
+/// Creates `path` through a temporary file (output_files.hpp): `fill` writes the contents, then
+/// the file is renamed into place; on any failure or signal nothing is left behind.
 template <typename Fill>
 void write_atomically(const std::string& path, Fill&& fill) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr noise
-  const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
+  TemporaryFile tmp(path);
   try {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     check(H5Pset_obj_track_times(fcpl, false), "disable root times");
     {
-      Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
+      Handle file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
       if (file < 0) {
         throw std::runtime_error(
             "cannot create the file (does the directory exist and is it "
@@ -637,12 +639,10 @@ void write_atomically(const std::string& path, Fill&& fill) {
       fill(static_cast<hid_t>(file));
       check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush file");
     }
-    std::filesystem::rename(tmp, path);
   } catch (const std::exception& e) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(fmt::format("cannot write results to '{}': {}", path, e.what()));
+    throw std::runtime_error(write_failure(path, e.what()));
   }
+  tmp.commit();
 }
 
 }  // namespace
@@ -674,8 +674,9 @@ std::string read_string_attr(hid_t obj, const char* name) {
 
 SweepFile::SweepFile(const std::string& path, const std::string& study_name,
                      const std::string& study_text, const std::string& version)
-    : path_(path), tmp_(fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()))) {
+    : path_(path), tmp_(temporary_path(path)) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  remove_stale_temporaries(path);
   try {
     if (std::filesystem::exists(path)) {
       std::filesystem::copy_file(path, tmp_, std::filesystem::copy_options::overwrite_existing);

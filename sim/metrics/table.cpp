@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "sim/core/error.hpp"
+#include "sim/metrics/output_files.hpp"
 
 namespace rocesim::metrics {
 namespace {
@@ -97,21 +98,15 @@ std::string Table::csv() const {
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
-  try {
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      if (!f) throw std::runtime_error("cannot create the file");
-      f << text;
-      f.flush();
-      if (!f) throw std::runtime_error("cannot write the file");
-    }
-    std::filesystem::rename(tmp, path);
-  } catch (const std::exception& e) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(fmt::format("cannot write '{}': {}", path, e.what()));
+  TemporaryFile tmp(path);
+  {
+    std::ofstream f(tmp.path(), std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error(write_failure(path, "cannot create the file"));
+    f << text;
+    f.flush();
+    if (!f) throw std::runtime_error(write_failure(path, "the write failed"));
   }
+  tmp.commit();
 }
 
 }  // namespace rocesim::metrics

@@ -158,7 +158,8 @@ const ParamTable& calibration_file_table() {
 
 std::vector<ParamOverride> read_calibration_file(const std::string& path,
                                                  const ConfigNode* referenced_by) {
-  const ConfigNode root = load_yaml_file(path, "", referenced_by);
+  // `fit:` is informational: never expanded (nor checked beyond being YAML).
+  const ConfigNode root = load_yaml_file(path, "", referenced_by, {"fit"});
   const ParamReader r(root, calibration_file_table());
   if (r.string("format") != kFormat) {
     r.fail("format", fmt::format("'{}'", kFormat), fmt::format("'{}'", r.string("format")));

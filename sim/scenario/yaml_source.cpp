@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 namespace rocesim::scenario {
 namespace {
@@ -15,20 +19,76 @@ SourceLocation at(const std::shared_ptr<const std::string>& file, const YAML::Ma
   return SourceLocation{file, m.line + 1, m.column + 1};
 }
 
-ConfigNode convert(const YAML::Node& n, const std::shared_ptr<const std::string>& file,
-                   const std::string& path) {
+/// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+/// U+10FFFF) without NUL characters: text that may become a name in results.h5.
+bool clean_text(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + static_cast<size_t>(len) > s.size()) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(len);
+  }
+  return true;
+}
+
+/// Values a document may expand to: YAML aliases repeat what their anchor holds, and nested
+/// ones multiply (a "billion laughs" document of a few hundred bytes stands for gigabytes).
+constexpr size_t kMaxValues = 2'000'000;
+
+struct Reading {
+  std::shared_ptr<const std::string> file;
+  std::string root_path;
+  std::vector<std::string> unread;  // top-level keys left unexpanded
+  size_t values_left = kMaxValues;
+};
+
+ConfigNode convert(const YAML::Node& n, Reading& rd, const std::string& path) {
+  const std::shared_ptr<const std::string>& file = rd.file;
   const SourceLocation where = at(file, n.Mark());
+  if (rd.values_left-- == 0) {
+    throw InputError(
+        where, path,
+        fmt::format("a document of at most {} values once its aliases are expanded", kMaxValues),
+        "more (anchors and aliases nested into each other?)");
+  }
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
       return ConfigNode::null_value(where, path);
     case YAML::NodeType::Scalar:
+      if (!clean_text(n.Scalar())) {
+        throw InputError(where, path, "text in UTF-8 without NUL characters",
+                         "invalid UTF-8 or a NUL character");
+      }
       return ConfigNode::scalar(n.Scalar(), where, path);
     case YAML::NodeType::Sequence: {
       ConfigNode out = ConfigNode::sequence(where, path);
       size_t i = 0;
       for (const YAML::Node& item : n) {
-        out.append(convert(item, file, fmt::format("{}[{}]", path, i++)));
+        out.append(convert(item, rd, fmt::format("{}[{}]", path, i++)));
       }
       return out;
     }
@@ -41,11 +101,20 @@ ConfigNode convert(const YAML::Node& n, const std::shared_ptr<const std::string>
           throw InputError(key_where, path, "keys that are plain names", "a complex key");
         }
         const std::string k = key.Scalar();
+        if (!clean_text(k)) {
+          throw InputError(key_where, path, "keys in UTF-8 without NUL characters",
+                           "invalid UTF-8 or a NUL character");
+        }
         if (out.find(k) != nullptr) {
           throw InputError(key_where, config_path(path, k), "each key once in a mapping",
                            fmt::format("'{}' a second time", k));
         }
-        out.set(k, key_where, convert(kv.second, file, config_path(path, k)));
+        // Sections a reader documents as not read are kept empty, not expanded.
+        const bool unread = path == rd.root_path &&
+                            std::find(rd.unread.begin(), rd.unread.end(), k) != rd.unread.end();
+        out.set(k, key_where,
+                unread ? ConfigNode::null_value(at(file, kv.second.Mark()), config_path(path, k))
+                       : convert(kv.second, rd, config_path(path, k)));
       }
       return out;
     }
@@ -54,7 +123,7 @@ ConfigNode convert(const YAML::Node& n, const std::shared_ptr<const std::string>
 }
 
 ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& file,
-                 const std::string& root_path) {
+                 const std::string& root_path, const std::vector<std::string>& unread = {}) {
   YAML::Node root;
   try {
     root = YAML::Load(in);
@@ -62,7 +131,8 @@ ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& fil
     throw InputError(at(file, e.mark), root_path, "valid YAML",
                      fmt::format("a syntax error ({})", e.msg));
   }
-  ConfigNode c = convert(root, file, root_path);
+  Reading rd{file, root_path, unread};
+  ConfigNode c = convert(root, rd, root_path);
   if (c.is_null()) {
     throw InputError(SourceLocation{file, 1, 1}, root_path, "a YAML mapping", "an empty file");
   }
@@ -106,7 +176,7 @@ std::string unreadable_file(const std::string& path) {
 }  // namespace
 
 ConfigNode load_yaml_file(const std::string& path, const std::string& root_path,
-                          const ConfigNode* referenced_by) {
+                          const ConfigNode* referenced_by, const std::vector<std::string>& unread) {
   std::ifstream in(path);
   if (!in || std::filesystem::is_directory(path)) {
     if (referenced_by != nullptr) {
@@ -116,7 +186,7 @@ ConfigNode load_yaml_file(const std::string& path, const std::string& root_path,
     throw InputError(SourceLocation{std::make_shared<const std::string>(path), 0, 0}, root_path,
                      "a readable YAML file", unreadable_file(path));
   }
-  return parse(in, std::make_shared<const std::string>(path), root_path);
+  return parse(in, std::make_shared<const std::string>(path), root_path, unread);
 }
 
 ConfigNode load_yaml_text(const std::string& text, const std::string& name) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/core/config.hpp"
 
@@ -10,9 +11,13 @@ namespace rocesim::scenario {
 
 /// Parses `path`; every node's path starts at `root_path` (e.g. "topology" for an included
 /// topology file). `referenced_by` is the value that named the file when it is included, so a
-/// missing file is reported where it was named and under that key. Throws InputError.
+/// missing file is reported where it was named and under that key. Top-level keys listed in
+/// `unread` (sections the reader documents as not read) are kept as empty values, unexpanded.
+/// Throws InputError, also for text that is not UTF-8 or holds NUL characters, and for a
+/// document that expands to more than 2,000,000 values (nested aliases).
 ConfigNode load_yaml_file(const std::string& path, const std::string& root_path,
-                          const ConfigNode* referenced_by = nullptr);
+                          const ConfigNode* referenced_by = nullptr,
+                          const std::vector<std::string>& unread = {});
 /// Parses YAML text (for tests and notebooks); `name` stands in for the file name.
 ConfigNode load_yaml_text(const std::string& text, const std::string& name);
 

@@ -672,12 +672,14 @@ TEST(Output, QuietPrintsNothing) {
   EXPECT_TRUE(std::filesystem::exists(dir / "results.h5"));
 }
 
-TEST(Output, AnUnwritableResultsFileLeavesNothingBehind) {
-  // The output directory does not exist: exit 1 (not the user's scenario), nothing written.
+TEST(Output, AMissingOutputDirectoryIsRefusedBeforeTheRun) {
+  // The output directory does not exist: an input error on the command line (exit 2), found
+  // before anything is simulated, nothing written.
   const TempDir dir("cli-unwritable");
   const CommandResult r = run_cli(fmt::format(
       "run {} -q -o {}", source_path("scenarios/quickstart.yaml"), dir / "missing/results.h5"));
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("whose directory"));
   EXPECT_THAT(r.err, HasSubstr("error: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));

@@ -61,7 +61,7 @@ TEST(NcclTestsArgs, BadArgumentsNameTheFlag) {
       {{"all_reduce_perf", "-b", "1G", "-e", "1M"}, "-e", "at least the minimum size"},
       {{"all_reduce_perf", "-f", "0"}, "-f", "an integer from 1"},
       {{"all_reduce_perf", "-d", "float128"}, "-d", "one data type"},
-      {{"all_reduce_perf", "-o", "all"}, "-o", "one reduction"},
+      {{"all_reduce_perf", "-o", "every"}, "-o", "one reduction"},
       {{"all_reduce_perf", "-q", "1"}, "-q", "an nccl-tests flag"},
       {{"all_reduce_perf", "-n"}, "-n", "a value after the flag"},
   };

@@ -48,6 +48,11 @@ constexpr std::array<DataType, 16> kTypes{{{"int8", 1},
                                            {"bfloat16", 2},
                                            {"fp8_e4m3", 1}}};
 constexpr std::array<std::string_view, 6> kOps{"sum", "prod", "min", "max", "avg", "mulsum"};
+// What `-d all` and `-o all` run, in nccl-tests' order (src/common.cu test_typenames and
+// test_opnames, without the FP8 types and mulsum that only some builds have).
+constexpr std::array<std::string_view, 10> kAllTypes{
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
+constexpr std::array<std::string_view, 5> kAllOps{"sum", "prod", "max", "min", "avg"};
 
 [[noreturn]] void bad(const std::string& flag, const std::string& expected,
                       const std::string& found) {
@@ -155,22 +160,22 @@ NcclTestsOptions parse_nccl_tests_args(const std::vector<std::string>& args) {
     } else if (flag == "-r" || flag == "--root") {
       o.root = static_cast<int>(parse_integer(flag, value, 0, 1 << 30));
     } else if (flag == "-d" || flag == "--datatype") {
-      bool found = false;
+      bool found = value == "all";
       std::string list;
       for (const DataType& t : kTypes) {
         list += (list.empty() ? "" : ", ") + std::string(t.name);
         if (t.name == value) {
-          o.datatype = value;
           o.type_size = t.size;
           found = true;
         }
       }
-      if (!found) bad(flag, "one data type: " + list, value);
+      if (!found) bad(flag, "one data type: " + list + ", or all", value);
+      o.datatype = value;
     } else if (flag == "-o" || flag == "--op") {
-      bool found = false;
+      bool found = value == "all";
       for (std::string_view op : kOps)
         found = found || op == value;
-      if (!found) bad(flag, "one reduction: sum, prod, min, max, avg, mulsum", value);
+      if (!found) bad(flag, "one reduction: sum, prod, min, max, avg, mulsum, or all", value);
       o.op = value;
     } else if (flag == "-t" || flag == "-g" || flag == "-p" || flag == "-c" || flag == "-z" ||
                flag == "-a" || flag == "-m" || flag == "-G" || flag == "-C" || flag == "-R" ||
@@ -223,14 +228,41 @@ std::vector<int64_t> nccl_tests_sweep(const NcclTestsOptions& o) {
   return out;
 }
 
+std::vector<NcclTestsCase> nccl_tests_cases(const NcclTestsOptions& o) {
+  std::vector<std::pair<std::string, int>> types;
+  if (o.datatype == "all") {
+    for (std::string_view t : kAllTypes)
+      types.emplace_back(std::string(t), *nccl_tests_type_size(t));
+  } else {
+    types.emplace_back(o.datatype, o.type_size);
+  }
+  std::vector<std::string> ops;
+  if (!reduces(o.collective)) {
+    ops.emplace_back("none");
+  } else if (o.op == "all") {
+    ops.assign(kAllOps.begin(), kAllOps.end());
+  } else {
+    ops.push_back(o.op);
+  }
+  const std::vector<int64_t> sizes = nccl_tests_sweep(o);
+  std::vector<NcclTestsCase> out;
+  for (const auto& [type, size] : types) {
+    for (const std::string& op : ops) {
+      for (int64_t requested : sizes)
+        out.push_back({requested, type, size, op});
+    }
+  }
+  return out;
+}
+
 // ---- the sweep ----
 
 NcclTestsWorkload::NcclTestsWorkload(std::string name, OpRunner runner, NcclTestsOptions options)
     : Workload(std::move(name)),
       runner_(std::move(runner)),
       options_(std::move(options)),
-      sizes_(nccl_tests_sweep(options_)) {
-  ROCESIM_CHECK(!sizes_.empty(), "a sweep has at least one size");
+      cases_(nccl_tests_cases(options_)) {
+  ROCESIM_CHECK(!cases_.empty(), "a sweep has at least one size");
   if (has_root(options_.collective) && options_.root >= runner_.communicator().nranks()) {
     bad("-r", fmt::format("a rank below {}", runner_.communicator().nranks()),
         std::to_string(options_.root));
@@ -248,8 +280,9 @@ void NcclTestsWorkload::start(engine::Simulation& sim, engine::WorkloadId id) {
 void NcclTestsWorkload::next(engine::Simulation& sim, engine::WorkloadId id) {
   const int n = runner_.communicator().nranks();
   const int root = has_root(options_.collective) ? options_.root : 0;
-  const int64_t requested = warmups_left_ > 0 ? options_.max_bytes : sizes_[size_index_];
-  const NcclTestsSize s = nccl_tests_size(options_.collective, requested, n, options_.type_size);
+  const NcclTestsCase& k = cases_[size_index_];
+  const int64_t requested = warmups_left_ > 0 ? options_.max_bytes : k.requested;
+  const NcclTestsSize s = nccl_tests_size(options_.collective, requested, n, k.type_size);
   if (warmups_left_ == 0 && op_ == 0) phase_start_ = sim.now();
   runner_.start(sim, id, options_.collective, s.op_bytes, root, 0, sim.seed());
 }
@@ -269,7 +302,10 @@ void NcclTestsWorkload::advance(engine::Simulation& sim, engine::WorkloadId id) 
   const int n = runner_.communicator().nranks();
   if (place_ == 0) {
     NcclTestsRow row;
-    row.size = nccl_tests_size(options_.collective, sizes_[size_index_], n, options_.type_size);
+    const NcclTestsCase& k = cases_[size_index_];
+    row.size = nccl_tests_size(options_.collective, k.requested, n, k.type_size);
+    row.datatype = k.datatype;
+    row.op = k.op;
     row.root = has_root(options_.collective) ? options_.root : -1;
     const OpResult& r = runner_.result();
     row.algorithm = r.algorithm;
@@ -288,7 +324,7 @@ void NcclTestsWorkload::advance(engine::Simulation& sim, engine::WorkloadId id) 
     place_ = 1;
   } else {
     place_ = 0;
-    if (++size_index_ == sizes_.size()) {
+    if (++size_index_ == cases_.size()) {
       sim.finish(id);
       return;
     }
@@ -392,10 +428,9 @@ std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclT
   }
   out += "#\n";
   out += nccl_tests_column_header();
-  const std::string redop = reduces(o.collective) ? o.op : "none";
   for (const NcclTestsRow& r : rows) {
     out += fmt::format("{:12d}  {:12d}  {:>8s}  {:>6s}  {:6d}", r.size.size_bytes, r.size.count,
-                       o.datatype, redop, r.root);
+                       r.datatype, r.op, r.root);
     for (int k = 0; k < 2; ++k) {
       out += fmt::format("  {}  {:6.2f}  {:6.2f}  {:>5s}", format_time_us(r.time_us[k]),
                          r.algbw_GBps[k], r.busbw_GBps[k], "N/A");

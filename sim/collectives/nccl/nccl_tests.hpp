@@ -36,9 +36,9 @@ struct NcclTestsOptions {
   int iters = 20;
   int warmup = 5;
   int root = 0;
-  std::string datatype = "float";
-  int type_size = 4;
-  std::string op = "sum";
+  std::string datatype = "float";    // or "all": every type, one after the other
+  int type_size = 4;                 // of `datatype` (unused for "all")
+  std::string op = "sum";            // or "all": every reduction
   std::vector<std::string> ignored;  // flags accepted for compatibility, with no effect
   /// Explicit sizes (requested bytes) instead of the -b/-e/-f/-i sweep, e.g. a measured table's.
   std::vector<int64_t> sizes;
@@ -62,8 +62,20 @@ NcclTestsSize nccl_tests_size(Collective c, int64_t requested_bytes, int nranks,
 /// The requested sizes of the sweep, in order.
 std::vector<int64_t> nccl_tests_sweep(const NcclTestsOptions& o);
 
+/// One row to measure: a size of one data type and reduction.
+struct NcclTestsCase {
+  int64_t requested = 0;
+  std::string datatype;
+  int type_size = 4;
+  std::string op;  // "none" for collectives that do not reduce
+};
+/// The rows of a run in nccl-tests' order: for each data type (all of them for `-d all`), for
+/// each reduction (all for `-o all`), every size of the sweep.
+std::vector<NcclTestsCase> nccl_tests_cases(const NcclTestsOptions& o);
+
 struct NcclTestsRow {
   NcclTestsSize size;
+  std::string datatype, op;   // the `type` and `redop` columns
   int root = -1;              // -1 where the collective has none
   double time_us[2] = {};     // out of place, in place: mean time of one operation
   double algbw_GBps[2] = {};  // size / time
@@ -95,7 +107,7 @@ class NcclTestsWorkload final : public engine::Workload {
 
   OpRunner runner_;
   NcclTestsOptions options_;
-  std::vector<int64_t> sizes_;
+  std::vector<NcclTestsCase> cases_;
   std::vector<NcclTestsRow> rows_;
   // Position in the sweep: warm-up operations, then per size `iters` out of place and `iters`
   // in place.
