@@ -315,6 +315,12 @@ int64_t ParamReader::integer(std::string_view key) const {
   if (n == nullptr) absent(node_, key);
   const int64_t v = parse_integer(*n);
   check_range(p, *n, v);
+  if (p.max > 0 && v > p.max) {
+    throw InputError(n->where(), n->path(),
+                     fmt::format("{} from {} to {} ({})", type_noun(p.type),
+                                 p.check == Check::Positive ? 1 : 0, p.max, p.help),
+                     n->describe());
+  }
   return v;
 }
 
@@ -462,6 +468,7 @@ std::string table_markdown(const ParamTable& table) {
       type += fmt::format(" ({})", p.choices);
     }
     if (p.check != Check::None) type += fmt::format(", {}", check_text(p.check));
+    if (p.max > 0) type += fmt::format(", at most {}", p.max);
     const std::string def = p.required() ? std::string("**required**")
                             : p.optional ? std::string("(none)")
                                          : fmt::format("`{}`", p.fallback);

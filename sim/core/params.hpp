@@ -50,6 +50,9 @@ struct Param {
   std::string_view choices{};
   Check check = Check::None;
   bool optional = false;  // may be absent and has no default
+  /// Upper bound of an Integer (0: none), documented with the key: counts are bounded so that
+  /// no value wraps and no size grows past what a fabric or a workload can be.
+  int64_t max = 0;
 
   bool required() const { return fallback.empty() && !optional; }
 };

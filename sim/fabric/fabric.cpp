@@ -1,5 +1,7 @@
 #include "sim/fabric/fabric.hpp"
 
+#include "sim/core/memory.hpp"
+
 #include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/strong_components.hpp>
@@ -7,6 +9,18 @@
 #include <algorithm>
 
 namespace rocesim::fabric {
+
+FabricTooLarge::FabricTooLarge(size_t n, size_t l, double b, double a)
+    : std::runtime_error("fabric too large"), nodes(n), links(l), bytes(b), available(a) {}
+
+void Fabric::reserve(size_t nodes, size_t links) {
+  const double bytes =
+      kBytesPerNode * static_cast<double>(nodes) + kBytesPerLink * static_cast<double>(links);
+  const auto available = static_cast<double>(available_memory_bytes());
+  if (available > 0 && bytes > available) throw FabricTooLarge(nodes, links, bytes, available);
+  nodes_.reserve(nodes);
+  links_.reserve(links);
+}
 
 std::string_view role_name(SwitchRole r) {
   switch (r) {

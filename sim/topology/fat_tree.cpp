@@ -15,7 +15,7 @@ constexpr Param kFatTreeParams[] = {
     {.key = "k",
      .type = ParamType::Integer,
      .help = "switch radix; even, >= 2",
-     .check = Check::Positive},
+     .check = Check::Positive, .max = 512},
     {.key = "node",
      .type = ParamType::Section,
      .fallback = "{}",

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/memory.hpp"
 #include "sim/topology/builders.hpp"
 
 namespace rocesim::topology {
@@ -40,7 +41,15 @@ fabric::Fabric build_topology(const ConfigNode& spec, EffectiveConfig* sink) {
     if (type->is_scalar() && type->value() == b.type) {
       const ParamReader reader(spec, *b.table, sink);
       fabric::Fabric f;
-      b.build(reader, f);
+      try {
+        b.build(reader, f);
+      } catch (const fabric::FabricTooLarge& e) {
+        throw InputError(spec.named_at(), spec.path(),
+                         fmt::format("a fabric that fits in this machine's memory ({} available)",
+                                     format_memory(e.available)),
+                         fmt::format("{} nodes and {} links, about {} to simulate", e.nodes,
+                                     e.links, format_memory(e.bytes)));
+      }
       f.seal(spec.where());
       return f;
     }

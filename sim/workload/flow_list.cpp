@@ -41,7 +41,7 @@ constexpr Param kFlowParams[] = {
      .type = ParamType::Integer,
      .fallback = "1",
      .help = "QPs the flow is split across",
-     .check = Check::Positive},
+     .check = Check::Positive, .max = 128},
     {.key = "id",
      .type = ParamType::String,
      .help = "name other flows can wait on",

@@ -232,14 +232,23 @@ TEST_F(ScenarioErrors, StringWhereAnIntegerIsExpected) {
 }
 
 TEST_F(ScenarioErrors, AnIntegerTooLargeForItsTypeIsNotWrapped) {
-  // 4294967297 = 2^32 + 1 would wrap to 1 rack as a 32-bit count.
-  const std::string yaml = edit(kGood, "  racks: 2", "  racks: 4294967297");
+  // 4294967297 = 2^32 + 1 would wrap to 1 as a 32-bit integer: checked in the type it is used
+  // as (output.compression has no bound of its own)...
+  const std::string yaml = kGood + "output:\n  compression: 4294967297\n";
   const Failure f = run_bad(yaml);
   expect_rejected(f, {.file = f.scenario,
-                      .at = locate(yaml, "racks: 4294967297", "4294967297"),
-                      .key = "topology.racks",
-                      .expected = "an integer from 0 to 4294967295",
+                      .at = locate(yaml, "compression: 4294967297", "4294967297"),
+                      .key = "output.compression",
+                      .expected = "an integer from -2147483648 to 2147483647",
                       .found = "4294967297"});
+  // ...and counts have documented bounds well inside their types.
+  const std::string racks = edit(kGood, "  racks: 2", "  racks: 4294967297");
+  const Failure r = run_bad(racks);
+  expect_rejected(r, {.file = r.scenario,
+                      .at = locate(racks, "racks: 4294967297", "4294967297"),
+                      .key = "topology.racks",
+                      .expected = "an integer from 1 to 65536",
+                      .found = "'4294967297'"});
 }
 
 TEST_F(ScenarioErrors, MappingWhereAnIntegerIsExpected) {

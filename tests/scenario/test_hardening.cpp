@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -71,6 +72,66 @@ TEST(Hardening, TextMustBeUtf8WithoutNul) {
                 .find("name")
                 ->value(),
             "r\xC3\xA9seau \xE2\x86\x92 \xF0\x9F\x9A\x80");
+}
+
+/// Sets ROCESIM_MEMORY_LIMIT for the scope of a test.
+struct MemoryLimit {
+  explicit MemoryLimit(const char* bytes) { ::setenv("ROCESIM_MEMORY_LIMIT", bytes, 1); }
+  ~MemoryLimit() { ::unsetenv("ROCESIM_MEMORY_LIMIT"); }
+};
+
+std::string clos(int racks, int nodes_per_rack, const std::string& workload) {
+  return fmt::format(R"(topology:
+  type: clos
+  racks: {}
+  nodes_per_rack: {}
+  node: {{gpus: 8, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 16, uplink_speed: 400Gbps}}
+  spine: {{count: 16}}
+workloads:
+  - {}
+)",
+                     racks, nodes_per_rack, workload);
+}
+
+TEST(Hardening, AFabricTooLargeForTheMachineIsRefusedWithItsEstimate) {
+  // 65,536 racks of 1,024 servers of 8 GPUs: 1.1 billion nodes and 3.2 billion links, about
+  // 1.8 TiB at 1 KiB a node and 256 B a link: refused at the topology before anything is
+  // allocated, whatever the machine.
+  const InputError e = test::input_error(
+      [&] { test::scenario_from_yaml(clos(65536, 1024, "{type: permutation, bytes: 1MiB}")); });
+  EXPECT_EQ(e.key(), "topology");
+  EXPECT_TRUE(test::contains(e.what(), "1140917264 nodes and 3223355392 links, about 1.8 TiB"))
+      << e.what();
+  // The same fabric at 2 racks of 2 servers fits.
+  EXPECT_NO_THROW(test::scenario_from_yaml(clos(2, 2, "{type: permutation, bytes: 1MiB}")));
+}
+
+TEST(Hardening, AnAllToAllTooLargeForTheMachineIsRefusedWithItsEstimate) {
+  // 64 servers x 8 = 512 ranks: 261,632 connections at about 1 KiB each, 255.5 MiB, against
+  // 200 MB available; 128 ranks (16,256 connections, 15.9 MiB) fit.
+  const MemoryLimit limit("200000000");
+  const InputError e = test::input_error(
+      [&] { test::scenario_from_yaml(clos(16, 4, "{type: all_to_all, bytes: 1MiB}")); });
+  EXPECT_EQ(e.key(), "workloads[0].ranks");
+  EXPECT_TRUE(test::contains(e.what(), "512 ranks: 261632 connections, about 256 MiB")) << e.what();
+  EXPECT_NO_THROW(test::scenario_from_yaml(clos(4, 4, "{type: all_to_all, bytes: 1MiB}")));
+}
+
+TEST(Hardening, CountsHaveDocumentedUpperBounds) {
+  // qps_per_connection of 4,000,000,000 (NCCL's own limit is 128 QPs per connection) and a
+  // k of a fat-tree of 2.5e14 hosts are errors at the value, with the bound.
+  InputError e = test::input_error([&] {
+    test::scenario_from_yaml(
+        clos(2, 2, "{type: permutation, bytes: 1MiB, qps_per_connection: 4000000000}"));
+  });
+  EXPECT_TRUE(test::contains(e.what(), "an integer from 1 to 128")) << e.what();
+  e = test::input_error([&] {
+    test::scenario_from_yaml(
+        "topology: {type: fat_tree, k: 100000}\nworkloads: [{type: permutation, bytes: 1MiB}]\n");
+  });
+  EXPECT_EQ(e.key(), "topology.k");
+  EXPECT_TRUE(test::contains(e.what(), "from 1 to 512")) << e.what();
 }
 
 }  // namespace

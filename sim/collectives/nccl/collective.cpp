@@ -703,7 +703,7 @@ constexpr Param kNcclWorkloadParams[] = {
      .type = ParamType::Integer,
      .fallback = "1",
      .help = "operations run back to back; the figures are their mean",
-     .check = Check::Positive},
+     .check = Check::Positive, .max = 1000000},
     {.key = "imbalance",
      .type = ParamType::Number,
      .fallback = "0",
