@@ -1,14 +1,18 @@
 # The front door. On a fresh Debian 12 machine:
 #   make run     install missing packages, build (release), simulate scenarios/quickstart.yaml
 #   make test    install missing packages, build, run the whole test suite (release, then the
-#                debug build with AddressSanitizer and UndefinedBehaviorSanitizer)
+#                debug build with AddressSanitizer and UndefinedBehaviorSanitizer, then each
+#                fuzz target over its seed corpus for a fixed number of inputs)
 #   make bench   build and run the benchmarks (figures: docs/performance.md)
+#   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (default 60)
 # Other targets: build, format, check-format, schema, clean.
 
 PRESET ?= release
 CLI := build/$(PRESET)/rocesim
 
-.PHONY: all deps build run test test-release test-debug bench format check-format schema clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build run test test-release test-debug test-fuzz fuzz bench format check-format schema clean
 
 all: build
 
@@ -25,6 +29,7 @@ run: build
 test: deps
 	@$(MAKE) --no-print-directory test-release
 	@$(MAKE) --no-print-directory test-debug
+	@$(MAKE) --no-print-directory test-fuzz
 
 test-release:
 	@$(MAKE) --no-print-directory build PRESET=release
@@ -33,6 +38,19 @@ test-release:
 test-debug:
 	@$(MAKE) --no-print-directory build PRESET=debug
 	ctest --preset debug -j 2 -L unit
+
+test-fuzz:
+	@$(MAKE) --no-print-directory build PRESET=fuzz
+	ctest --preset fuzz
+
+# Each target for FUZZ_SECONDS on its seed corpus and what earlier runs found (build/fuzz/
+# fuzz-corpus/<target>); a crash leaves its input as crash-* in the current directory.
+fuzz: deps
+	@$(MAKE) --no-print-directory build PRESET=fuzz
+	@for t in fuzz_scenario fuzz_nccl_tests_log fuzz_measured_dataset fuzz_calibration_file; do \
+	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	  scripts/run-fuzz $$t $(FUZZ_SECONDS) || exit 1; \
+	done
 
 bench:
 	@scripts/install-deps --bench

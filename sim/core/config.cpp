@@ -50,6 +50,11 @@ SourceLocation ConfigNode::key_where(std::string_view key) const {
   return where_;
 }
 
+// Out of line: the move of a ConfigNode needs Entry complete (clang with libstdc++ insists).
+void ConfigNode::append(ConfigNode item) {
+  items_.push_back(std::move(item));
+}
+
 void ConfigNode::set(std::string key, SourceLocation key_where, ConfigNode value) {
   value.named_at_ = key_where;
   for (Entry& e : entries_) {

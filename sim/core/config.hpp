@@ -44,7 +44,7 @@ class ConfigNode {
   /// no key (the root, a list item). Errors about a whole mapping point here.
   const SourceLocation& named_at() const { return named_at_.known() ? named_at_ : where_; }
 
-  void append(ConfigNode item) { items_.push_back(std::move(item)); }
+  void append(ConfigNode item);
   void set(std::string key, SourceLocation key_where, ConfigNode value);
 
   /// What the value looks like, for "found ..." in messages: "the string 'abc'", "a list", ...

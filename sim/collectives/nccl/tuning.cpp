@@ -9,7 +9,8 @@
 namespace rocesim::collectives::nccl {
 namespace {
 
-constexpr int kNvlink = 0, kPci = 1, kNet = 2;
+// Rows of hwLat: NVLink, PCI (unused: servers here have NVLink or xGMI), network.
+constexpr int kNvlink = 0, kNet = 2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // [algorithm Tree, Ring, CollNet][protocol LL, LL128, Simple]; CollNet runs Simple only.
