@@ -25,7 +25,9 @@ struct HeapAfter {
 }  // namespace
 
 MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
-    : links_(link_capacity.size()), extra_weight_(link_capacity.size(), 0.0) {
+    : links_(link_capacity.size()),
+      extra_weight_(link_capacity.size(), 0.0),
+      rate_heap_(link_capacity.size()) {
   for (size_t l = 0; l < links_.size(); ++l) {
     const double c = link_capacity[l];
     ROCESIM_CHECK(c > 0 && std::isfinite(c), "link capacities must be > 0");
@@ -64,6 +66,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
+      note_added(l, f);
     }
   } else {
     for (uint32_t i = 0; i < x.nhops; ++i) {
@@ -73,6 +76,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
+      note_added(l, f);
     }
   }
   added_.push_back(f);
@@ -93,6 +97,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       v[x.pos[i]] = last;
       pos(flows_[last.flow], last.hop) = x.pos[i];
       v.pop_back();
+      if (v.empty()) rate_heap_[l].clear();
       dirty_links_.push_back(l);
     }
   } else {
@@ -105,6 +110,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       v[e.pos[i]] = last;
       pos(flows_[last.flow], last.hop) = e.pos[i];
       v.pop_back();
+      if (v.empty()) rate_heap_[l].clear();
       dirty_links_.push_back(l);
     }
   }
@@ -134,6 +140,60 @@ double MaxMinSolver::load(LinkIndex l) const {
   return sum;
 }
 
+float MaxMinSolver::rate_bound(double rate) {
+  constexpr float kUnknown = std::numeric_limits<float>::infinity();
+  if (rate < 0) return kUnknown;  // added since the last solve: not frozen whatever tau is
+  float b = static_cast<float>(rate);
+  if (static_cast<double>(b) < rate) b = std::nextafter(b, kUnknown);
+  return b;
+}
+
+void MaxMinSolver::push_bound(LinkIndex l, RateBound b) {
+  std::vector<RateBound>& h = rate_heap_[l];
+  // Stale entries leave only when they reach the top; past twice the live flows, start afresh.
+  if (h.size() >= 2 * links_[l].flows.size() + kHeapFrom) {
+    rebuild_heap(l);
+    return;
+  }
+  h.push_back(b);
+  std::push_heap(h.begin(), h.end(), BoundBelow{});
+}
+
+void MaxMinSolver::rebuild_heap(LinkIndex l) {
+  std::vector<RateBound>& h = rate_heap_[l];
+  h.clear();
+  for (const Entry& e : links_[l].flows)
+    h.push_back({rate_bound(flows_[e.flow].rate), e.flow});
+  std::make_heap(h.begin(), h.end(), BoundBelow{});
+}
+
+void MaxMinSolver::note_added(LinkIndex l, FlowSlot f) {
+  if (!rate_heap_[l].empty()) {
+    push_bound(l, {rate_bound(-1), f});
+  } else if (links_[l].flows.size() >= kHeapFrom) {
+    rebuild_heap(l);  // the link just became busy
+  }
+}
+
+void MaxMinSolver::note_rate(FlowSlot f) {
+  const Flow& x = flows_[f];
+  const float b = rate_bound(x.rate);
+  for (uint32_t i = 0; i < x.nhops; ++i) {
+    const LinkIndex h = hop(x, i);
+    if (!rate_heap_[h].empty()) push_bound(h, {b, f});
+  }
+}
+
+bool MaxMinSolver::may_hold_unfrozen(LinkIndex l, double freeze_below) {
+  std::vector<RateBound>& h = rate_heap_[l];
+  while (!h.empty() && !current(h.front())) {
+    std::pop_heap(h.begin(), h.end(), BoundBelow{});
+    h.pop_back();
+  }
+  // An empty heap: the link is not busy, or (never, by the invariant) lost its entries.
+  return h.empty() || static_cast<double>(h.front().bound) >= freeze_below;
+}
+
 void MaxMinSolver::explore(double tau) {
   const double freeze_below = tau * (1 - kFreezeMargin);
   comp_links_.clear();
@@ -142,6 +202,9 @@ void MaxMinSolver::explore(double tau) {
   for (const LinkIndex seed : dirty_links_) {
     // A link left without flows constrains nothing (its last flows just ended).
     if (links_[seed].mark == epoch_ || links_[seed].flows.empty()) continue;
+    // A busy link whose flows are all frozen would start no component either; its heap tells
+    // without walking the list (the walk would find nothing, so skipping it changes nothing).
+    if (!may_hold_unfrozen(seed, freeze_below)) continue;
     Component c{static_cast<uint32_t>(comp_links_.size()), 0,
                 static_cast<uint32_t>(comp_flows_.size()), 0};
     links_[seed].mark = epoch_;
@@ -292,6 +355,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
         for (uint32_t i = 0; i < x.nhops; ++i)
           links_[hop(x, i)].mark = epoch_;
         x.rate = bound;
+        note_rate(f);
         changed.push_back(f);
         ++stats_.components;
         ++stats_.flows_recomputed;
@@ -331,6 +395,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
     const double r = comp_rate_[x.comp_pos];
     if (x.rate != r) {
       x.rate = r;
+      note_rate(f);
       changed.push_back(f);
     }
   }

@@ -35,6 +35,14 @@
 //    below tau keep them ("frozen": their rates are subtracted from the capacities), and the
 //    components are explored only through flows at or above tau. When a collective's equal
 //    flows complete from the fastest down, this touches few flows however many are active.
+//  * Busy links: a changed link whose flows are all frozen starts no component, yet finding
+//    that out by walking its list costs as many steps as it has flows (an all-to-all's host
+//    links carry one flow per peer, and nearly every completion leaves only such links behind).
+//    So a link with many flows also keeps a max-heap of upper bounds on their rates; when its
+//    top is below tau the link is passed over without reading its list. The heap is lazy: a
+//    rate change pushes a new entry, and entries that no longer match their flow are dropped
+//    when they reach the top. Passing over such a link changes nothing that is computed (it
+//    joins no component and no flow reaches it), so the rates are exactly those of the walk.
 // `set_incremental(false)` disables both (every solve recomputes every flow from scratch); a
 // test demands that both paths agree.
 //
@@ -209,6 +217,35 @@ class MaxMinSolver {
     uint32_t link_begin, link_end, flow_begin, flow_end;
   };
 
+  /// A bound on the rate of a flow on a busy link: the rate rounded up to a float (+inf for a
+  /// flow without a rate yet). The entry is current while the flow is live and its rate still
+  /// rounds to `bound`; a stale entry that happens to match (a reused slot) only overestimates.
+  struct RateBound {
+    float bound;
+    FlowSlot flow;
+  };
+  struct BoundBelow {  // orders a max-heap of bounds
+    bool operator()(const RateBound& a, const RateBound& b) const { return a.bound < b.bound; }
+  };
+  /// Links with at least this many flows keep a heap of rate bounds (rate_heap_); shorter lists
+  /// are walked.
+  static constexpr uint32_t kHeapFrom = 16;
+  static float rate_bound(double rate);
+  bool current(const RateBound& b) const {
+    const Flow& x = flows_[b.flow];
+    return x.nhops > 0 && rate_bound(x.rate) == b.bound;
+  }
+  /// Records a flow's (new) rate in the heaps of its busy links.
+  void note_rate(FlowSlot f);
+  /// Records a flow just added to link l (whose list may just have become busy).
+  void note_added(LinkIndex l, FlowSlot f);
+  void push_bound(LinkIndex l, RateBound b);
+  /// Rebuilds a link's heap from its list (when it becomes busy, or holds too many stale entries).
+  void rebuild_heap(LinkIndex l);
+  /// False when every flow on the link has a rate below `freeze_below`, known from its heap
+  /// without walking its list; true otherwise (and always for links without a heap).
+  bool may_hold_unfrozen(LinkIndex l, double freeze_below);
+
   void explore(double tau);
   struct Scratch {  // per thread
     std::vector<HeapEntry> heap;
@@ -218,6 +255,9 @@ class MaxMinSolver {
 
   std::vector<LinkState> links_;
   std::vector<double> extra_weight_;  // per link: sum of (w - 1) over the weighted flows on it
+  // Per link: a max-heap on `bound` that holds a current entry for every flow on the link while
+  // the link is busy (kHeapFrom flows or more, until it empties); empty otherwise.
+  std::vector<std::vector<RateBound>> rate_heap_;
   SlotPool<Flow> flows_;
   SlotPool<Extended> extended_;
   size_t active_ = 0;
