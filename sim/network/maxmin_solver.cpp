@@ -14,20 +14,20 @@ namespace {
 constexpr double kFreezeMargin = 1e-9;
 constexpr MaxMinSolver::LinkIndex kNoLink = static_cast<MaxMinSolver::LinkIndex>(-1);
 
-// Min-heap on share; ties by link index so the order of fixing is deterministic.
+// The fill's min-heap order: by share, ties by link index so the order of fixing is
+// deterministic. A link is in the heap at most once, so no two entries tie.
 using HeapEntry = MaxMinSolver::HeapEntry;
-struct HeapAfter {
-  bool operator()(const HeapEntry& a, const HeapEntry& b) const {
-    return a.share > b.share || (a.share == b.share && a.link > b.link);
-  }
-};
+bool before(const HeapEntry& a, const HeapEntry& b) {
+  return a.share < b.share || (a.share == b.share && a.link < b.link);
+}
+constexpr float kFreeSlot = -1;  // bound_of_ of a slot without a live flow
 
 }  // namespace
 
 MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
     : links_(link_capacity.size()),
       extra_weight_(link_capacity.size(), 0.0),
-      rate_heap_(link_capacity.size()) {
+      bounds_(link_capacity.size()) {
   for (size_t l = 0; l < links_.size(); ++l) {
     const double c = link_capacity[l];
     ROCESIM_CHECK(c > 0 && std::isfinite(c), "link capacities must be > 0");
@@ -43,6 +43,8 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
   const bool weighted =
       std::any_of(weights.begin(), weights.end(), [](double w) { return w != 1; });
   const FlowSlot f = flows_.acquire();
+  if (f >= bound_of_.size()) bound_of_.resize(f + 1, kFreeSlot);
+  bound_of_[f] = rate_bound(-1);
   Flow& x = flows_[f];
   x.cap = cap;
   x.rate = -1;
@@ -66,7 +68,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
-      note_added(l, f);
+      bounds_[l].clear();  // rebuilt when next asked (may_hold_unfrozen)
     }
   } else {
     for (uint32_t i = 0; i < x.nhops; ++i) {
@@ -76,7 +78,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
-      note_added(l, f);
+      bounds_[l].clear();  // rebuilt when next asked (may_hold_unfrozen)
     }
   }
   added_.push_back(f);
@@ -97,7 +99,6 @@ void MaxMinSolver::remove(FlowSlot f) {
       v[x.pos[i]] = last;
       pos(flows_[last.flow], last.hop) = x.pos[i];
       v.pop_back();
-      if (v.empty()) rate_heap_[l].clear();
       dirty_links_.push_back(l);
     }
   } else {
@@ -110,11 +111,11 @@ void MaxMinSolver::remove(FlowSlot f) {
       v[e.pos[i]] = last;
       pos(flows_[last.flow], last.hop) = e.pos[i];
       v.pop_back();
-      if (v.empty()) rate_heap_[l].clear();
       dirty_links_.push_back(l);
     }
   }
   x.nhops = 0;
+  bound_of_[f] = kFreeSlot;
   if (!simple(x)) {
     extended_.release(x.extended);
     x.extended = kNone;
@@ -148,50 +149,33 @@ float MaxMinSolver::rate_bound(double rate) {
   return b;
 }
 
-void MaxMinSolver::push_bound(LinkIndex l, RateBound b) {
-  std::vector<RateBound>& h = rate_heap_[l];
-  // Stale entries leave only when they reach the top; past twice the live flows, start afresh.
-  if (h.size() >= 2 * links_[l].flows.size() + kHeapFrom) {
-    rebuild_heap(l);
-    return;
-  }
-  h.push_back(b);
-  std::push_heap(h.begin(), h.end(), BoundBelow{});
-}
-
-void MaxMinSolver::rebuild_heap(LinkIndex l) {
-  std::vector<RateBound>& h = rate_heap_[l];
-  h.clear();
-  for (const Entry& e : links_[l].flows)
-    h.push_back({rate_bound(flows_[e.flow].rate), e.flow});
-  std::make_heap(h.begin(), h.end(), BoundBelow{});
-}
-
-void MaxMinSolver::note_added(LinkIndex l, FlowSlot f) {
-  if (!rate_heap_[l].empty()) {
-    push_bound(l, {rate_bound(-1), f});
-  } else if (links_[l].flows.size() >= kHeapFrom) {
-    rebuild_heap(l);  // the link just became busy
-  }
-}
-
-void MaxMinSolver::note_rate(FlowSlot f) {
-  const Flow& x = flows_[f];
-  const float b = rate_bound(x.rate);
-  for (uint32_t i = 0; i < x.nhops; ++i) {
-    const LinkIndex h = hop(x, i);
-    if (!rate_heap_[h].empty()) push_bound(h, {b, f});
-  }
+void MaxMinSolver::set_rate(FlowSlot f, double r) {
+  Flow& x = flows_[f];
+  x.rate = r;
+  bound_of_[f] = rate_bound(r);
+  // The bounds of its links no longer hold: they are rebuilt when next asked.
+  for (uint32_t i = 0; i < x.nhops; ++i)
+    bounds_[hop(x, i)].clear();
 }
 
 bool MaxMinSolver::may_hold_unfrozen(LinkIndex l, double freeze_below) {
-  std::vector<RateBound>& h = rate_heap_[l];
-  while (!h.empty() && !current(h.front())) {
-    std::pop_heap(h.begin(), h.end(), BoundBelow{});
-    h.pop_back();
+  const FlowList& flows = links_[l].flows;
+  if (flows.size() < kBoundsFrom) return true;  // a short list is walked
+  Bounds& b = bounds_[l];
+  while (b.head < b.sorted.size() && !current(b.sorted[b.head]))
+    ++b.head;  // a flow that left (or whose rate moved since: then b was cleared)
+  if (b.head == b.sorted.size()) {
+    // Cleared by a change since it was built (or never built): every flow's bound, afresh,
+    // largest first. This costs about what one walk of the list costs, and serves every later
+    // question until the next change on the link.
+    b.sorted.clear();
+    b.head = 0;
+    for (const Entry& e : flows)
+      b.sorted.push_back({bound_of_[e.flow], e.flow});
+    std::sort(b.sorted.begin(), b.sorted.end(),
+              [](const RateBound& x, const RateBound& y) { return x.bound > y.bound; });
   }
-  // An empty heap: the link is not busy, or (never, by the invariant) lost its entries.
-  return h.empty() || static_cast<double>(h.front().bound) >= freeze_below;
+  return static_cast<double>(b.sorted[b.head].bound) >= freeze_below;
 }
 
 void MaxMinSolver::explore(double tau) {
@@ -245,6 +229,44 @@ void MaxMinSolver::explore(double tau) {
   }
 }
 
+void MaxMinSolver::sift_up(std::vector<HeapEntry>& heap, uint32_t i) {
+  const HeapEntry e = heap[i];
+  while (i > 0) {
+    const uint32_t parent = (i - 1) / 2;
+    if (!before(e, heap[parent])) break;
+    heap[i] = heap[parent];
+    links_[heap[i].link].heap_pos = i;
+    i = parent;
+  }
+  heap[i] = e;
+  links_[e.link].heap_pos = i;
+}
+
+void MaxMinSolver::sift_down(std::vector<HeapEntry>& heap, uint32_t i) {
+  const HeapEntry e = heap[i];
+  const auto n = static_cast<uint32_t>(heap.size());
+  for (;;) {
+    uint32_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && before(heap[child + 1], heap[child])) ++child;
+    if (!before(heap[child], e)) break;
+    heap[i] = heap[child];
+    links_[heap[i].link].heap_pos = i;
+    i = child;
+  }
+  heap[i] = e;
+  links_[e.link].heap_pos = i;
+}
+
+void MaxMinSolver::heap_erase(std::vector<HeapEntry>& heap, uint32_t i) {
+  const HeapEntry last = heap.back();
+  heap.pop_back();
+  if (i == heap.size()) return;
+  heap[i] = last;
+  sift_up(heap, i);
+  sift_down(heap, links_[last.link].heap_pos);
+}
+
 void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   if (c.flow_end - c.flow_begin == 1) {
     // A flow alone in its component gets the least capacity left on its path, or its cap.
@@ -256,15 +278,21 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     comp_rate_[x.comp_pos] = r;
     return;
   }
+  // The links that still have unfixed flows, in a min-heap on (share, link). Each is in it once
+  // and is re-keyed in place when its share moves, so the heap stays as small as the component's
+  // links (a heap of versioned entries, one pushed per move, grew to one per flow-link
+  // incidence); the link taken at each step, the smallest (share, link), is the same.
   std::vector<HeapEntry>& heap = scratch.heap;
   std::vector<std::pair<double, FlowSlot>>& capped = scratch.capped;
   heap.clear();
   for (uint32_t i = c.link_begin; i < c.link_end; ++i) {
     const LinkIndex l = comp_links_[i];
     if (links_[l].unfixed == 0) continue;
-    heap.push_back({links_[l].remaining / links_[l].unfixed_w, l, ++links_[l].version});
+    links_[l].heap_pos = static_cast<uint32_t>(heap.size());
+    heap.push_back({links_[l].remaining / links_[l].unfixed_w, l});
   }
-  std::make_heap(heap.begin(), heap.end(), HeapAfter{});
+  for (auto i = static_cast<uint32_t>(heap.size() / 2); i-- > 0;)
+    sift_down(heap, i);
   capped.clear();
   for (uint32_t i = c.flow_begin; i < c.flow_end; ++i) {
     const FlowSlot f = comp_flows_[i];
@@ -287,20 +315,18 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
       ls.remaining = std::max(ls.remaining - r * w, 0.0);
       if (--ls.unfixed > 0) {
         ls.unfixed_w = std::max(ls.unfixed_w - w, 0.0);
-        heap.push_back({ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap, h, ++ls.version});
-        std::push_heap(heap.begin(), heap.end(), HeapAfter{});
+        // Shares grow as flows are fixed, but rounding may nudge one down: sift both ways.
+        heap[ls.heap_pos].share = ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap;
+        sift_up(heap, ls.heap_pos);
+        sift_down(heap, ls.heap_pos);
       } else {
         ls.unfixed_w = 0;
+        heap_erase(heap, ls.heap_pos);
       }
     }
   };
 
   while (left > 0) {
-    while (!heap.empty() && (heap.front().version != links_[heap.front().link].version ||
-                             links_[heap.front().link].unfixed == 0)) {
-      std::pop_heap(heap.begin(), heap.end(), HeapAfter{});
-      heap.pop_back();
-    }
     while (next_cap < capped.size() && comp_rate_[flows_[capped[next_cap].second].comp_pos] >= 0)
       ++next_cap;
     const double link_share = heap.empty() ? kNoCap : heap.front().share;
@@ -313,8 +339,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     }
     ROCESIM_CHECK(!heap.empty(), "max-min: unfixed flows but no link left to saturate");
     const HeapEntry top = heap.front();
-    std::pop_heap(heap.begin(), heap.end(), HeapAfter{});
-    heap.pop_back();
+    heap_erase(heap, 0);
     // Shares grow monotonically in exact arithmetic; clamp rounding noise.
     level = std::max(level, top.share);
     const LinkIndex l = top.link;
@@ -354,8 +379,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
         // marking its links keeps the exploration away from them.
         for (uint32_t i = 0; i < x.nhops; ++i)
           links_[hop(x, i)].mark = epoch_;
-        x.rate = bound;
-        note_rate(f);
+        set_rate(f, bound);
         changed.push_back(f);
         ++stats_.components;
         ++stats_.flows_recomputed;
@@ -394,8 +418,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
     Flow& x = flows_[f];
     const double r = comp_rate_[x.comp_pos];
     if (x.rate != r) {
-      x.rate = r;
-      note_rate(f);
+      set_rate(f, r);
       changed.push_back(f);
     }
   }

@@ -38,11 +38,14 @@
 //  * Busy links: a changed link whose flows are all frozen starts no component, yet finding
 //    that out by walking its list costs as many steps as it has flows (an all-to-all's host
 //    links carry one flow per peer, and nearly every completion leaves only such links behind).
-//    So a link with many flows also keeps a max-heap of upper bounds on their rates; when its
-//    top is below tau the link is passed over without reading its list. The heap is lazy: a
-//    rate change pushes a new entry, and entries that no longer match their flow are dropped
-//    when they reach the top. Passing over such a link changes nothing that is computed (it
-//    joins no component and no flow reaches it), so the rates are exactly those of the walk.
+//    So a link with many flows also keeps upper bounds on their rates, sorted largest first;
+//    when the largest is below tau the link is passed over without reading its list. The
+//    bounds are sorted when first asked for, cleared when a flow joins the link or a flow on
+//    it changes rate (both mean the link was or will be walked anyway), and a removed flow's
+//    bound is skipped when it comes first. Passing over such a link changes nothing that is
+//    computed (it joins no component and no flow reaches it), so the rates are exactly those
+//    of the walk, bit for bit. A completion then costs in proportion to the flows whose rates
+//    change and the links they cross.
 // `set_incremental(false)` disables both (every solve recomputes every flow from scratch); a
 // test demands that both paths agree.
 //
@@ -107,7 +110,6 @@ class MaxMinSolver {
   struct HeapEntry {
     double share;
     LinkIndex link;
-    uint32_t version;
   };
 
   struct Stats {
@@ -207,43 +209,42 @@ class MaxMinSolver {
   struct alignas(64) LinkState {
     FlowList flows;  // live flows only (removal swaps with the last)
     double cap = 0;
-    double remaining = 0;  // capacity left for the unfixed flows of a component
-    double unfixed_w = 0;  // their summed weight
-    uint32_t mark = 0;     // == epoch_: visited by this solve
-    uint32_t unfixed = 0;  // how many there are
-    uint32_t version = 0;  // heap entry version
+    double remaining = 0;   // capacity left for the unfixed flows of a component
+    double unfixed_w = 0;   // their summed weight
+    uint32_t mark = 0;      // == epoch_: visited by this solve
+    uint32_t unfixed = 0;   // how many there are
+    uint32_t heap_pos = 0;  // position in the fill's heap while it is there
   };
   struct Component {
     uint32_t link_begin, link_end, flow_begin, flow_end;
   };
 
   /// A bound on the rate of a flow on a busy link: the rate rounded up to a float (+inf for a
-  /// flow without a rate yet). The entry is current while the flow is live and its rate still
-  /// rounds to `bound`; a stale entry that happens to match (a reused slot) only overestimates.
+  /// flow without a rate yet). The entry is current while it matches the flow's bound_of_; a
+  /// stale entry that happens to match (a reused slot) only overestimates.
   struct RateBound {
     float bound;
     FlowSlot flow;
   };
-  struct BoundBelow {  // orders a max-heap of bounds
-    bool operator()(const RateBound& a, const RateBound& b) const { return a.bound < b.bound; }
+  /// The bounds of a link's flows, largest first from `head` (those before it are stale).
+  /// Empty (head == size) when not built since the last change: a flow joined, or a flow on
+  /// the link took a new rate. When not empty, every flow on the link has a current entry.
+  struct Bounds {
+    std::vector<RateBound> sorted;
+    uint32_t head = 0;
+    void clear() {
+      sorted.clear();
+      head = 0;
+    }
   };
-  /// Links with at least this many flows keep a heap of rate bounds (rate_heap_); shorter lists
-  /// are walked.
-  static constexpr uint32_t kHeapFrom = 16;
+  /// Links with at least this many flows are asked their bounds; shorter lists are walked.
+  static constexpr uint32_t kBoundsFrom = 16;
   static float rate_bound(double rate);
-  bool current(const RateBound& b) const {
-    const Flow& x = flows_[b.flow];
-    return x.nhops > 0 && rate_bound(x.rate) == b.bound;
-  }
-  /// Records a flow's (new) rate in the heaps of its busy links.
-  void note_rate(FlowSlot f);
-  /// Records a flow just added to link l (whose list may just have become busy).
-  void note_added(LinkIndex l, FlowSlot f);
-  void push_bound(LinkIndex l, RateBound b);
-  /// Rebuilds a link's heap from its list (when it becomes busy, or holds too many stale entries).
-  void rebuild_heap(LinkIndex l);
-  /// False when every flow on the link has a rate below `freeze_below`, known from its heap
-  /// without walking its list; true otherwise (and always for links without a heap).
+  bool current(const RateBound& b) const { return bound_of_[b.flow] == b.bound; }
+  /// Gives a flow a new rate (and so clears the bounds of its links).
+  void set_rate(FlowSlot f, double r);
+  /// False when every flow on the link has a rate below `freeze_below`, known from its bounds
+  /// without walking its list; true otherwise (and always for short lists).
   bool may_hold_unfrozen(LinkIndex l, double freeze_below);
 
   void explore(double tau);
@@ -252,12 +253,18 @@ class MaxMinSolver {
     std::vector<std::pair<double, FlowSlot>> capped;
   };
   void fill(const Component& c, Scratch& scratch);
+  // The fill's heap of links keyed by (share, link), indexed through LinkState::heap_pos so that
+  // a share that moves is re-keyed in place.
+  void sift_up(std::vector<HeapEntry>& heap, uint32_t i);
+  void sift_down(std::vector<HeapEntry>& heap, uint32_t i);
+  void heap_erase(std::vector<HeapEntry>& heap, uint32_t i);
 
   std::vector<LinkState> links_;
   std::vector<double> extra_weight_;  // per link: sum of (w - 1) over the weighted flows on it
-  // Per link: a max-heap on `bound` that holds a current entry for every flow on the link while
-  // the link is busy (kHeapFrom flows or more, until it empties); empty otherwise.
-  std::vector<std::vector<RateBound>> rate_heap_;
+  std::vector<Bounds> bounds_;        // per link
+  // Per flow slot: rate_bound of its rate while live, -1 (matching no entry) when free. Beside
+  // the flows rather than in them, so checking a heap entry reads 4 bytes, not a cache line.
+  std::vector<float> bound_of_;
   SlotPool<Flow> flows_;
   SlotPool<Extended> extended_;
   size_t active_ = 0;
