@@ -68,7 +68,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
-      bounds_[l].clear();  // rebuilt when next asked (may_hold_unfrozen)
+      links_[l].bounds_valid = false;
     }
   } else {
     for (uint32_t i = 0; i < x.nhops; ++i) {
@@ -78,7 +78,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
-      bounds_[l].clear();  // rebuilt when next asked (may_hold_unfrozen)
+      links_[l].bounds_valid = false;
     }
   }
   added_.push_back(f);
@@ -141,36 +141,22 @@ double MaxMinSolver::load(LinkIndex l) const {
   return sum;
 }
 
-float MaxMinSolver::rate_bound(double rate) {
-  constexpr float kUnknown = std::numeric_limits<float>::infinity();
-  if (rate < 0) return kUnknown;  // added since the last solve: not frozen whatever tau is
-  float b = static_cast<float>(rate);
-  if (static_cast<double>(b) < rate) b = std::nextafter(b, kUnknown);
-  return b;
-}
-
-void MaxMinSolver::set_rate(FlowSlot f, double r) {
-  Flow& x = flows_[f];
-  x.rate = r;
-  bound_of_[f] = rate_bound(r);
-  // The bounds of its links no longer hold: they are rebuilt when next asked.
-  for (uint32_t i = 0; i < x.nhops; ++i)
-    bounds_[hop(x, i)].clear();
-}
-
 bool MaxMinSolver::may_hold_unfrozen(LinkIndex l, double freeze_below) {
-  const FlowList& flows = links_[l].flows;
-  if (flows.size() < kBoundsFrom) return true;  // a short list is walked
+  LinkState& ls = links_[l];
+  if (ls.flows.size() < kBoundsFrom) return true;  // a short list is walked
   Bounds& b = bounds_[l];
-  while (b.head < b.sorted.size() && !current(b.sorted[b.head]))
-    ++b.head;  // a flow that left (or whose rate moved since: then b was cleared)
-  if (b.head == b.sorted.size()) {
-    // Cleared by a change since it was built (or never built): every flow's bound, afresh,
-    // largest first. This costs about what one walk of the list costs, and serves every later
-    // question until the next change on the link.
+  if (ls.bounds_valid) {
+    while (b.head < b.sorted.size() && !current(b.sorted[b.head]))
+      ++b.head;  // a flow that has left
+  }
+  if (!ls.bounds_valid || b.head == b.sorted.size()) {
+    // Invalidated by a change since they were built (or never built): every flow's bound,
+    // afresh, largest first. This costs about what one walk of the list costs, and serves
+    // every later question until the next change on the link.
+    ls.bounds_valid = true;
     b.sorted.clear();
     b.head = 0;
-    for (const Entry& e : flows)
+    for (const Entry& e : ls.flows)
       b.sorted.push_back({bound_of_[e.flow], e.flow});
     std::sort(b.sorted.begin(), b.sorted.end(),
               [](const RateBound& x, const RateBound& y) { return x.bound > y.bound; });
@@ -220,6 +206,7 @@ void MaxMinSolver::explore(double tau) {
         }
       }
       links_[l].remaining = std::max(remaining, 0.0);
+      links_[l].bounds_valid = false;  // its flows may take new rates in this solve
       links_[l].unfixed = unfixed;
       links_[l].unfixed_w = unfixed_w;
     }

@@ -18,7 +18,8 @@
 // Take the link with the smallest share (or the smallest cap), fix its unfixed flows at that
 // level, update F and n of the other links they cross, repeat. Shares only grow as flows are
 // fixed ((R - w lambda)/(W - w) >= R/W when lambda <= R/W), so a heap keyed by share gives
-// O(H log L) for H flow-link incidences.
+// O(H log L) for H flow-link incidences. Each link sits in the heap once and is re-keyed in
+// place, so the heap never outgrows the component's links.
 //
 // Incremental updates
 // -------------------
@@ -54,6 +55,7 @@
 // does not depend on the thread count.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -209,12 +211,14 @@ class MaxMinSolver {
   struct alignas(64) LinkState {
     FlowList flows;  // live flows only (removal swaps with the last)
     double cap = 0;
-    double remaining = 0;   // capacity left for the unfixed flows of a component
-    double unfixed_w = 0;   // their summed weight
-    uint32_t mark = 0;      // == epoch_: visited by this solve
-    uint32_t unfixed = 0;   // how many there are
-    uint32_t heap_pos = 0;  // position in the fill's heap while it is there
+    double remaining = 0;       // capacity left for the unfixed flows of a component
+    double unfixed_w = 0;       // their summed weight
+    uint32_t mark = 0;          // == epoch_: visited by this solve
+    uint32_t unfixed = 0;       // how many there are
+    uint32_t heap_pos = 0;      // position in the fill's heap while it is there
+    bool bounds_valid = false;  // bounds_ of the link hold since the last change on it
   };
+  static_assert(sizeof(LinkState) == 64, "a link is one cache line");
   struct Component {
     uint32_t link_begin, link_end, flow_begin, flow_end;
   };
@@ -227,22 +231,30 @@ class MaxMinSolver {
     FlowSlot flow;
   };
   /// The bounds of a link's flows, largest first from `head` (those before it are stale).
-  /// Empty (head == size) when not built since the last change: a flow joined, or a flow on
-  /// the link took a new rate. When not empty, every flow on the link has a current entry.
+  /// While LinkState::bounds_valid, every flow on the link has a current entry; a change (a
+  /// flow joins, or a flow on it takes a new rate) only resets the flag, in the cache line
+  /// that the change touches anyway, and the next question rebuilds them.
   struct Bounds {
     std::vector<RateBound> sorted;
     uint32_t head = 0;
-    void clear() {
-      sorted.clear();
-      head = 0;
-    }
   };
   /// Links with at least this many flows are asked their bounds; shorter lists are walked.
   static constexpr uint32_t kBoundsFrom = 16;
-  static float rate_bound(double rate);
+  static float rate_bound(double rate) {
+    if (rate < 0) return std::numeric_limits<float>::infinity();  // no rate yet: never frozen
+    const float b = static_cast<float>(rate);
+    // Rounded down: the next float up, which for a positive float is the next bit pattern.
+    if (static_cast<double>(b) < rate) return std::bit_cast<float>(std::bit_cast<uint32_t>(b) + 1);
+    return b;
+  }
   bool current(const RateBound& b) const { return bound_of_[b.flow] == b.bound; }
-  /// Gives a flow a new rate (and so clears the bounds of its links).
-  void set_rate(FlowSlot f, double r);
+  /// Gives a flow a new rate. Its links' bounds need no reset: a flow takes a new rate either
+  /// alone on links it just joined (add reset them) or in a component, all of whose links
+  /// explore() walked (and reset).
+  void set_rate(FlowSlot f, double r) {
+    flows_[f].rate = r;
+    bound_of_[f] = rate_bound(r);
+  }
   /// False when every flow on the link has a rate below `freeze_below`, known from its bounds
   /// without walking its list; true otherwise (and always for short lists).
   bool may_hold_unfrozen(LinkIndex l, double freeze_below);
