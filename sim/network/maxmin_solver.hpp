@@ -41,13 +41,13 @@
 //    links carry one flow per peer, and nearly every completion leaves only such links behind).
 //    So a link with many flows also keeps upper bounds on their rates, sorted largest first;
 //    when the largest is below tau the link is passed over without reading its list. The
-//    bounds are sorted when first asked for, cleared when a flow joins the link or a flow on
-//    it changes rate (both mean the link was or will be walked anyway), and a removed flow's
-//    bound is skipped when it comes first. Passing over such a link changes nothing that is
+//    bounds are sorted when first asked for and invalidated when a flow joins the link or the
+//    link is walked (a flow changes rate only in a component whose links are all walked, or
+//    alone on links it just joined), and a removed flow's bound is skipped when it comes first. Passing over such a link changes nothing that is
 //    computed (it joins no component and no flow reaches it), so the rates are exactly those
 //    of the walk, bit for bit. A completion then costs in proportion to the flows whose rates
 //    change and the links they cross.
-// `set_incremental(false)` disables both (every solve recomputes every flow from scratch); a
+// `set_incremental(false)` disables all three (every solve recomputes every flow from scratch); a
 // test demands that both paths agree.
 //
 // Independent components are solved in parallel (OpenMP) when several are dirty; each writes
