@@ -14,18 +14,20 @@ namespace {
 constexpr double kFreezeMargin = 1e-9;
 constexpr MaxMinSolver::LinkIndex kNoLink = static_cast<MaxMinSolver::LinkIndex>(-1);
 
-// Min-heap on share; ties by link index so the order of fixing is deterministic.
+// The fill's min-heap order: by share, ties by link index so the order of fixing is
+// deterministic. A link is in the heap at most once, so no two entries tie.
 using HeapEntry = MaxMinSolver::HeapEntry;
-struct HeapAfter {
-  bool operator()(const HeapEntry& a, const HeapEntry& b) const {
-    return a.share > b.share || (a.share == b.share && a.link > b.link);
-  }
-};
+bool before(const HeapEntry& a, const HeapEntry& b) {
+  return a.share < b.share || (a.share == b.share && a.link < b.link);
+}
+constexpr float kFreeSlot = -1;  // bound_of_ of a slot without a live flow
 
 }  // namespace
 
 MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
-    : links_(link_capacity.size()), extra_weight_(link_capacity.size(), 0.0) {
+    : links_(link_capacity.size()),
+      extra_weight_(link_capacity.size(), 0.0),
+      bounds_(link_capacity.size()) {
   for (size_t l = 0; l < links_.size(); ++l) {
     const double c = link_capacity[l];
     ROCESIM_CHECK(c > 0 && std::isfinite(c), "link capacities must be > 0");
@@ -41,6 +43,8 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
   const bool weighted =
       std::any_of(weights.begin(), weights.end(), [](double w) { return w != 1; });
   const FlowSlot f = flows_.acquire();
+  if (f >= bound_of_.size()) bound_of_.resize(f + 1, kFreeSlot);
+  bound_of_[f] = rate_bound(-1);
   Flow& x = flows_[f];
   x.cap = cap;
   x.rate = -1;
@@ -64,6 +68,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
+      links_[l].bounds_valid = false;
     }
   } else {
     for (uint32_t i = 0; i < x.nhops; ++i) {
@@ -73,6 +78,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       dirty_links_.push_back(l);
+      links_[l].bounds_valid = false;
     }
   }
   added_.push_back(f);
@@ -109,6 +115,7 @@ void MaxMinSolver::remove(FlowSlot f) {
     }
   }
   x.nhops = 0;
+  bound_of_[f] = kFreeSlot;
   if (!simple(x)) {
     extended_.release(x.extended);
     x.extended = kNone;
@@ -134,6 +141,29 @@ double MaxMinSolver::load(LinkIndex l) const {
   return sum;
 }
 
+bool MaxMinSolver::may_hold_unfrozen(LinkIndex l, double freeze_below) {
+  LinkState& ls = links_[l];
+  if (ls.flows.size() < kBoundsFrom) return true;  // a short list is walked
+  Bounds& b = bounds_[l];
+  if (ls.bounds_valid) {
+    while (b.head < b.sorted.size() && !current(b.sorted[b.head]))
+      ++b.head;  // a flow that has left
+  }
+  if (!ls.bounds_valid || b.head == b.sorted.size()) {
+    // Invalidated by a change since they were built (or never built): every flow's bound,
+    // afresh, largest first. This costs about what one walk of the list costs, and serves
+    // every later question until the next change on the link.
+    ls.bounds_valid = true;
+    b.sorted.clear();
+    b.head = 0;
+    for (const Entry& e : ls.flows)
+      b.sorted.push_back({bound_of_[e.flow], e.flow});
+    std::sort(b.sorted.begin(), b.sorted.end(),
+              [](const RateBound& x, const RateBound& y) { return x.bound > y.bound; });
+  }
+  return static_cast<double>(b.sorted[b.head].bound) >= freeze_below;
+}
+
 void MaxMinSolver::explore(double tau) {
   const double freeze_below = tau * (1 - kFreezeMargin);
   comp_links_.clear();
@@ -142,6 +172,9 @@ void MaxMinSolver::explore(double tau) {
   for (const LinkIndex seed : dirty_links_) {
     // A link left without flows constrains nothing (its last flows just ended).
     if (links_[seed].mark == epoch_ || links_[seed].flows.empty()) continue;
+    // A busy link whose flows are all frozen would start no component either; its heap tells
+    // without walking the list (the walk would find nothing, so skipping it changes nothing).
+    if (!may_hold_unfrozen(seed, freeze_below)) continue;
     Component c{static_cast<uint32_t>(comp_links_.size()), 0,
                 static_cast<uint32_t>(comp_flows_.size()), 0};
     links_[seed].mark = epoch_;
@@ -173,6 +206,7 @@ void MaxMinSolver::explore(double tau) {
         }
       }
       links_[l].remaining = std::max(remaining, 0.0);
+      links_[l].bounds_valid = false;  // its flows may take new rates in this solve
       links_[l].unfixed = unfixed;
       links_[l].unfixed_w = unfixed_w;
     }
@@ -180,6 +214,44 @@ void MaxMinSolver::explore(double tau) {
     c.flow_end = static_cast<uint32_t>(comp_flows_.size());
     if (c.flow_end > c.flow_begin) components_.push_back(c);
   }
+}
+
+void MaxMinSolver::sift_up(std::vector<HeapEntry>& heap, uint32_t i) {
+  const HeapEntry e = heap[i];
+  while (i > 0) {
+    const uint32_t parent = (i - 1) / 2;
+    if (!before(e, heap[parent])) break;
+    heap[i] = heap[parent];
+    links_[heap[i].link].heap_pos = i;
+    i = parent;
+  }
+  heap[i] = e;
+  links_[e.link].heap_pos = i;
+}
+
+void MaxMinSolver::sift_down(std::vector<HeapEntry>& heap, uint32_t i) {
+  const HeapEntry e = heap[i];
+  const auto n = static_cast<uint32_t>(heap.size());
+  for (;;) {
+    uint32_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && before(heap[child + 1], heap[child])) ++child;
+    if (!before(heap[child], e)) break;
+    heap[i] = heap[child];
+    links_[heap[i].link].heap_pos = i;
+    i = child;
+  }
+  heap[i] = e;
+  links_[e.link].heap_pos = i;
+}
+
+void MaxMinSolver::heap_erase(std::vector<HeapEntry>& heap, uint32_t i) {
+  const HeapEntry last = heap.back();
+  heap.pop_back();
+  if (i == heap.size()) return;
+  heap[i] = last;
+  sift_up(heap, i);
+  sift_down(heap, links_[last.link].heap_pos);
 }
 
 void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
@@ -193,15 +265,21 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     comp_rate_[x.comp_pos] = r;
     return;
   }
+  // The links that still have unfixed flows, in a min-heap on (share, link). Each is in it once
+  // and is re-keyed in place when its share moves, so the heap stays as small as the component's
+  // links (a heap of versioned entries, one pushed per move, grew to one per flow-link
+  // incidence); the link taken at each step, the smallest (share, link), is the same.
   std::vector<HeapEntry>& heap = scratch.heap;
   std::vector<std::pair<double, FlowSlot>>& capped = scratch.capped;
   heap.clear();
   for (uint32_t i = c.link_begin; i < c.link_end; ++i) {
     const LinkIndex l = comp_links_[i];
     if (links_[l].unfixed == 0) continue;
-    heap.push_back({links_[l].remaining / links_[l].unfixed_w, l, ++links_[l].version});
+    links_[l].heap_pos = static_cast<uint32_t>(heap.size());
+    heap.push_back({links_[l].remaining / links_[l].unfixed_w, l});
   }
-  std::make_heap(heap.begin(), heap.end(), HeapAfter{});
+  for (auto i = static_cast<uint32_t>(heap.size() / 2); i-- > 0;)
+    sift_down(heap, i);
   capped.clear();
   for (uint32_t i = c.flow_begin; i < c.flow_end; ++i) {
     const FlowSlot f = comp_flows_[i];
@@ -224,20 +302,18 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
       ls.remaining = std::max(ls.remaining - r * w, 0.0);
       if (--ls.unfixed > 0) {
         ls.unfixed_w = std::max(ls.unfixed_w - w, 0.0);
-        heap.push_back({ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap, h, ++ls.version});
-        std::push_heap(heap.begin(), heap.end(), HeapAfter{});
+        // Shares grow as flows are fixed, but rounding may nudge one down: sift both ways.
+        heap[ls.heap_pos].share = ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap;
+        sift_up(heap, ls.heap_pos);
+        sift_down(heap, ls.heap_pos);
       } else {
         ls.unfixed_w = 0;
+        heap_erase(heap, ls.heap_pos);
       }
     }
   };
 
   while (left > 0) {
-    while (!heap.empty() && (heap.front().version != links_[heap.front().link].version ||
-                             links_[heap.front().link].unfixed == 0)) {
-      std::pop_heap(heap.begin(), heap.end(), HeapAfter{});
-      heap.pop_back();
-    }
     while (next_cap < capped.size() && comp_rate_[flows_[capped[next_cap].second].comp_pos] >= 0)
       ++next_cap;
     const double link_share = heap.empty() ? kNoCap : heap.front().share;
@@ -250,8 +326,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     }
     ROCESIM_CHECK(!heap.empty(), "max-min: unfixed flows but no link left to saturate");
     const HeapEntry top = heap.front();
-    std::pop_heap(heap.begin(), heap.end(), HeapAfter{});
-    heap.pop_back();
+    heap_erase(heap, 0);
     // Shares grow monotonically in exact arithmetic; clamp rounding noise.
     level = std::max(level, top.share);
     const LinkIndex l = top.link;
@@ -291,7 +366,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
         // marking its links keeps the exploration away from them.
         for (uint32_t i = 0; i < x.nhops; ++i)
           links_[hop(x, i)].mark = epoch_;
-        x.rate = bound;
+        set_rate(f, bound);
         changed.push_back(f);
         ++stats_.components;
         ++stats_.flows_recomputed;
@@ -330,7 +405,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
     Flow& x = flows_[f];
     const double r = comp_rate_[x.comp_pos];
     if (x.rate != r) {
-      x.rate = r;
+      set_rate(f, r);
       changed.push_back(f);
     }
   }

@@ -18,7 +18,8 @@
 // Take the link with the smallest share (or the smallest cap), fix its unfixed flows at that
 // level, update F and n of the other links they cross, repeat. Shares only grow as flows are
 // fixed ((R - w lambda)/(W - w) >= R/W when lambda <= R/W), so a heap keyed by share gives
-// O(H log L) for H flow-link incidences.
+// O(H log L) for H flow-link incidences. Each link sits in the heap once and is re-keyed in
+// place, so the heap never outgrows the component's links.
 //
 // Incremental updates
 // -------------------
@@ -35,7 +36,18 @@
 //    below tau keep them ("frozen": their rates are subtracted from the capacities), and the
 //    components are explored only through flows at or above tau. When a collective's equal
 //    flows complete from the fastest down, this touches few flows however many are active.
-// `set_incremental(false)` disables both (every solve recomputes every flow from scratch); a
+//  * Busy links: a changed link whose flows are all frozen starts no component, yet finding
+//    that out by walking its list costs as many steps as it has flows (an all-to-all's host
+//    links carry one flow per peer, and nearly every completion leaves only such links behind).
+//    So a link with many flows also keeps upper bounds on their rates, sorted largest first;
+//    when the largest is below tau the link is passed over without reading its list. The
+//    bounds are sorted when first asked for and invalidated when a flow joins the link or the
+//    link is walked (a flow changes rate only in a component whose links are all walked, or
+//    alone on links it just joined), and a removed flow's bound is skipped when it comes first. Passing over such a link changes nothing that is
+//    computed (it joins no component and no flow reaches it), so the rates are exactly those
+//    of the walk, bit for bit. A completion then costs in proportion to the flows whose rates
+//    change and the links they cross.
+// `set_incremental(false)` disables all three (every solve recomputes every flow from scratch); a
 // test demands that both paths agree.
 //
 // Independent components are solved in parallel (OpenMP) when several are dirty; each writes
@@ -43,6 +55,7 @@
 // does not depend on the thread count.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -99,7 +112,6 @@ class MaxMinSolver {
   struct HeapEntry {
     double share;
     LinkIndex link;
-    uint32_t version;
   };
 
   struct Stats {
@@ -199,15 +211,53 @@ class MaxMinSolver {
   struct alignas(64) LinkState {
     FlowList flows;  // live flows only (removal swaps with the last)
     double cap = 0;
-    double remaining = 0;  // capacity left for the unfixed flows of a component
-    double unfixed_w = 0;  // their summed weight
-    uint32_t mark = 0;     // == epoch_: visited by this solve
-    uint32_t unfixed = 0;  // how many there are
-    uint32_t version = 0;  // heap entry version
+    double remaining = 0;       // capacity left for the unfixed flows of a component
+    double unfixed_w = 0;       // their summed weight
+    uint32_t mark = 0;          // == epoch_: visited by this solve
+    uint32_t unfixed = 0;       // how many there are
+    uint32_t heap_pos = 0;      // position in the fill's heap while it is there
+    bool bounds_valid = false;  // bounds_ of the link hold since the last change on it
   };
+  static_assert(sizeof(LinkState) == 64, "a link is one cache line");
   struct Component {
     uint32_t link_begin, link_end, flow_begin, flow_end;
   };
+
+  /// A bound on the rate of a flow on a busy link: the rate rounded up to a float (+inf for a
+  /// flow without a rate yet). The entry is current while it matches the flow's bound_of_; a
+  /// stale entry that happens to match (a reused slot) only overestimates.
+  struct RateBound {
+    float bound;
+    FlowSlot flow;
+  };
+  /// The bounds of a link's flows, largest first from `head` (those before it are stale).
+  /// While LinkState::bounds_valid, every flow on the link has a current entry; a change (a
+  /// flow joins, or a flow on it takes a new rate) only resets the flag, in the cache line
+  /// that the change touches anyway, and the next question rebuilds them.
+  struct Bounds {
+    std::vector<RateBound> sorted;
+    uint32_t head = 0;
+  };
+  /// Links with at least this many flows are asked their bounds; shorter lists are walked.
+  static constexpr uint32_t kBoundsFrom = 16;
+  static float rate_bound(double rate) {
+    if (rate < 0) return std::numeric_limits<float>::infinity();  // no rate yet: never frozen
+    const float b = static_cast<float>(rate);
+    // Rounded down: the next float up, which for a positive float is the next bit pattern.
+    if (static_cast<double>(b) < rate) return std::bit_cast<float>(std::bit_cast<uint32_t>(b) + 1);
+    return b;
+  }
+  bool current(const RateBound& b) const { return bound_of_[b.flow] == b.bound; }
+  /// Gives a flow a new rate. Its links' bounds need no reset: a flow takes a new rate either
+  /// alone on links it just joined (add reset them) or in a component, all of whose links
+  /// explore() walked (and reset).
+  void set_rate(FlowSlot f, double r) {
+    flows_[f].rate = r;
+    bound_of_[f] = rate_bound(r);
+  }
+  /// False when every flow on the link has a rate below `freeze_below`, known from its bounds
+  /// without walking its list; true otherwise (and always for short lists).
+  bool may_hold_unfrozen(LinkIndex l, double freeze_below);
 
   void explore(double tau);
   struct Scratch {  // per thread
@@ -215,9 +265,18 @@ class MaxMinSolver {
     std::vector<std::pair<double, FlowSlot>> capped;
   };
   void fill(const Component& c, Scratch& scratch);
+  // The fill's heap of links keyed by (share, link), indexed through LinkState::heap_pos so that
+  // a share that moves is re-keyed in place.
+  void sift_up(std::vector<HeapEntry>& heap, uint32_t i);
+  void sift_down(std::vector<HeapEntry>& heap, uint32_t i);
+  void heap_erase(std::vector<HeapEntry>& heap, uint32_t i);
 
   std::vector<LinkState> links_;
   std::vector<double> extra_weight_;  // per link: sum of (w - 1) over the weighted flows on it
+  std::vector<Bounds> bounds_;        // per link
+  // Per flow slot: rate_bound of its rate while live, -1 (matching no entry) when free. Beside
+  // the flows rather than in them, so checking a heap entry reads 4 bytes, not a cache line.
+  std::vector<float> bound_of_;
   SlotPool<Flow> flows_;
   SlotPool<Extended> extended_;
   size_t active_ = 0;

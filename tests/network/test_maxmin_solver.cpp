@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <string>
 
 #include "sim/core/rng.hpp"
 #include "sim/network/maxmin_solver.hpp"
@@ -282,6 +284,167 @@ TEST(MaxMinSolver, ThreadsDoNotChangeRates) {
   solve(four);
   for (const auto& [a, b] : slots)
     ASSERT_EQ(one.rate(a), four.rate(b));
+}
+
+// ---- completions: flows leave in the order they finish ----
+
+/// A two-tier fabric in miniature, as in bench/micro_maxmin.cpp: `hosts` hosts, `per_leaf` per
+/// leaf, `spines` spines; a flow crosses host-up, leaf-up, spine-down and host-down links (two
+/// links inside a leaf) through the spine it names.
+struct LeafSpine {
+  size_t hosts, per_leaf, spines, leaves;
+  std::vector<double> cap;
+  LeafSpine(size_t h, size_t p, size_t s, double host_rate, double uplink_rate)
+      : hosts(h), per_leaf(p), spines(s), leaves(h / p) {
+    cap.assign(2 * hosts, host_rate);
+    cap.resize(2 * hosts + 2 * leaves * spines, uplink_rate);
+  }
+  std::vector<MaxMinSolver::LinkIndex> path(size_t src, size_t dst, size_t spine) const {
+    using L = MaxMinSolver::LinkIndex;
+    const size_t ls = src / per_leaf, ld = dst / per_leaf;
+    if (ls == ld) return {L(src), L(hosts + dst)};
+    return {L(src), L(2 * hosts + ls * spines + spine),
+            L(2 * hosts + leaves * spines + ld * spines + spine), L(hosts + dst)};
+  }
+};
+
+/// An incremental solver and a from-scratch one (set_incremental(false)) driven through the
+/// same flows, removing after every solve the flows that finish first, as the network model
+/// does: each flow has bytes left, and the flows with the least time left end together (to
+/// 1e-12 relative, the rounding of one end time). The incremental solver's rates decide; after
+/// every solve both must give every live flow the same rate to 1e-9 relative (the two freeze
+/// different flows, so their sums round differently).
+struct Pair {
+  MaxMinSolver inc, full;
+  explicit Pair(const std::vector<double>& cap) : inc(cap), full(cap) {
+    full.set_incremental(false);
+  }
+};
+struct LiveFlow {
+  Slot inc, full;
+  double left;  // bytes
+  double cap;
+};
+
+void expect_same_rates(const Pair& p, const std::vector<LiveFlow>& live, const std::string& at) {
+  for (const LiveFlow& f : live) {
+    ASSERT_NEAR(p.inc.rate(f.inc), p.full.rate(f.full), 1e-9 * p.full.rate(f.full)) << at;
+  }
+}
+
+/// Removes the flows that finish first (by the incremental rates), advancing the others.
+void complete_first(Pair& p, std::vector<LiveFlow>& live) {
+  double t = std::numeric_limits<double>::infinity();
+  for (const LiveFlow& f : live)
+    t = std::min(t, f.left / p.inc.rate(f.inc));
+  std::vector<LiveFlow> next;
+  for (const LiveFlow& f : live) {
+    const double dt = f.left / p.inc.rate(f.inc);
+    if (dt <= t * (1 + 1e-12)) {
+      p.inc.remove(f.inc);
+      p.full.remove(f.full);
+    } else {
+      next.push_back({f.inc, f.full, f.left - t * p.inc.rate(f.inc), f.cap});
+    }
+  }
+  live.swap(next);
+}
+
+TEST(MaxMinSolver, IncrementalAgreesWithFullAtEveryCompletionOfAnAllToAll) {
+  // An all-to-all on 48 hosts (16 per leaf, 3 leaves, 8 spines picked at random): 2,256 flows,
+  // 47 on every host link and about 64 on every leaf uplink. Flows of one size would finish
+  // from the fastest down and leave only slower flows behind, which keep their rates; sizes of
+  // 64 to 256 KiB make flows of one level end apart, so the flows left beside them speed up.
+  // Either way most solves pass over busy links without walking them (their bounds are below
+  // tau) and recompute few flows. The from-scratch solver recomputes all of them every time;
+  // the two must agree at every completion until the last flow ends.
+  const double host = 400 * kGbps;
+  const LeafSpine fabric(48, 16, 8, host, host);
+  Pair p(fabric.cap);
+  RandomStream rng(5, "maxmin-alltoall");
+  std::vector<LiveFlow> live;
+  for (size_t s = 0; s < fabric.hosts; ++s) {
+    for (size_t d = 0; d < fabric.hosts; ++d) {
+      if (s == d) continue;
+      const auto path = fabric.path(s, d, rng.below(fabric.spines));
+      const double bytes = 64 * 1024.0 * static_cast<double>(1 + rng.below(4));
+      live.push_back({p.inc.add(path), p.full.add(path), bytes, MaxMinSolver::kNoCap});
+    }
+  }
+  ASSERT_EQ(live.size(), 48u * 47u);
+  int solves = 0;
+  while (!live.empty()) {
+    solve(p.inc);
+    solve(p.full);
+    ++solves;
+    expect_same_rates(p, live, "completion " + std::to_string(solves));
+    if (HasFatalFailure()) return;
+    complete_first(p, live);
+  }
+  EXPECT_EQ(p.inc.active_flows(), 0u);
+  EXPECT_GT(solves, 10);
+  // The incremental path did a fraction of the work.
+  EXPECT_LT(p.inc.stats().flows_recomputed * 10, p.full.stats().flows_recomputed);
+}
+
+TEST(MaxMinSolver, RandomFabricsAgreeAndAreFairAtEveryCompletion) {
+  // Property: on 25 random leaf-spine fabrics (2-6 leaves of 2-12 hosts, 1-6 spines, uplinks
+  // slower or faster than hosts), random flow sets (random pairs and spines, sizes 1-8 units,
+  // some capped by their own rate, some weighted as if split over two QPs) run to completion,
+  // with new flows joining between completions and a link's capacity changed now and then:
+  // after every solve the incremental rates equal the from-scratch ones (to 1e-9 relative) and
+  // satisfy the definition of max-min fairness (expect_max_min_fair). Busy links (16 flows and
+  // more) ask their sorted bounds, quieter ones are walked, so both paths are exercised.
+  RandomStream rng(13, "maxmin-completions");
+  for (int trial = 0; trial < 25; ++trial) {
+    const size_t per_leaf = 2 + rng.below(11), leaves = 2 + rng.below(5);
+    const size_t spines = 1 + rng.below(6);
+    const double host = 100 * kGbps * static_cast<double>(1 + rng.below(4));
+    const double uplink = 100 * kGbps * static_cast<double>(1 + rng.below(4));
+    const LeafSpine fabric(per_leaf * leaves, per_leaf, spines, host, uplink);
+    Pair p(fabric.cap);
+    std::vector<LiveFlow> live;
+    auto add_flow = [&] {
+      const size_t s = rng.below(fabric.hosts);
+      size_t d = rng.below(fabric.hosts - 1);
+      d += d >= s ? 1 : 0;
+      const auto path = fabric.path(s, d, rng.below(spines));
+      const double cap =
+          rng.below(5) == 0 ? host * (0.05 + 0.5 * rng.uniform()) : MaxMinSolver::kNoCap;
+      std::vector<double> w;
+      if (rng.below(6) == 0) w.assign(path.size(), rng.below(2) == 0 ? 0.5 : 2.0);
+      live.push_back({p.inc.add(path, cap, w), p.full.add(path, cap, w),
+                      1e6 * static_cast<double>(1 + rng.below(8)), cap});
+    };
+    const size_t initial = 20 + rng.below(300), arrivals = rng.below(100);
+    for (size_t i = 0; i < initial; ++i)
+      add_flow();
+    size_t arrived = 0;
+    for (int step = 0; !live.empty(); ++step) {
+      solve(p.inc);
+      solve(p.full);
+      const std::string at = "trial " + std::to_string(trial) + " step " + std::to_string(step);
+      expect_same_rates(p, live, at);
+      std::vector<Slot> slots;
+      std::vector<double> caps;
+      for (const LiveFlow& f : live) {
+        slots.push_back(f.inc);
+        caps.push_back(f.cap);
+      }
+      expect_max_min_fair(p.inc, slots, caps);
+      if (HasFailure()) return;
+      complete_first(p, live);
+      for (size_t k = rng.below(3); k > 0 && arrived < arrivals; --k, ++arrived)
+        add_flow();
+      if (rng.below(25) == 0) {
+        // A link slows down or recovers (never to 0, so every flow keeps an end).
+        const auto l = static_cast<MaxMinSolver::LinkIndex>(rng.below(fabric.cap.size()));
+        const double c = fabric.cap[l] * (rng.below(2) == 0 ? 0.5 : 1.0);
+        p.inc.set_capacity(l, c);
+        p.full.set_capacity(l, c);
+      }
+    }
+  }
 }
 
 }  // namespace
