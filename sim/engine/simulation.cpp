@@ -462,10 +462,13 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   // the pipeline's latency itself.
   network::merge_routes(fabric_, spec, link_weight_, pipe_links_, pipe_weights_);
   if (pipe_weights_.empty()) pipe_weights_.assign(pipe_links_.size(), 1.0);
-  const routing::PathId p = paths_.add_weighted(pipe_links_, pipe_weights_, Time::zero());
+  // The same union as an earlier operation's (the same connections and routes) is the same path:
+  // the table does not grow with the operations a workload repeats.
+  const size_t known = paths_.size();
+  const routing::PathId p = paths_.intern_weighted(pipe_links_, pipe_weights_, Time::zero());
   build();  // the table may have moved
   spec.routes = pipe_routes_;
-  lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
+  if (paths_.size() > known) lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
   const uint32_t slot = transfers_.acquire();
   transfers_[slot] = Transfer{w, tag, 1};
   const uint32_t flow = start_running(slot, connections_[legs.front().connection].first_qp, p,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/units.hpp"
@@ -24,6 +25,11 @@ class PathTable {
   /// A weighted path (no link twice) with the latency its user accounts for.
   PathId add_weighted(std::span<const fabric::LinkId> links, std::span<const double> weights,
                       Time latency);
+  /// The weighted path with these links, weights and latency: the one added before if there is
+  /// one (operations repeated on the same connections use the same unions: the table does not
+  /// grow with the number of operations), otherwise a new one.
+  PathId intern_weighted(std::span<const fabric::LinkId> links, std::span<const double> weights,
+                         Time latency);
   std::span<const fabric::LinkId> links(PathId p) const {
     return {links_.data() + begin_[p], links_.data() + begin_[p + 1]};
   }
@@ -44,6 +50,7 @@ class PathTable {
   std::vector<uint32_t> weight_begin_;  // kPlain or the start of the path's weights
   std::vector<double> weights_;
   size_t max_hops_ = 0;
+  std::unordered_multimap<uint64_t, PathId> interned_;  // weighted paths by content hash
 };
 
 /// Sum of link propagation delays and the forwarding latency of every node entered except the

@@ -183,5 +183,39 @@ TEST(Simulation, SimultaneousDeliveriesShareOneRateSolve) {
   EXPECT_EQ(r->recorder->flows_seen(), 4u);
 }
 
+
+TEST(PathTable, WeightedPathsAreInternedByContent) {
+  // The same links, weights and latency give the same path; any difference a new one.
+  routing::PathTable t;
+  const std::vector<fabric::LinkId> links{3, 5, 8};
+  const std::vector<double> w{1.0, 2.0, 0.5}, w2{1.0, 2.0, 0.25};
+  const routing::PathId a = t.intern_weighted(links, w, Time::zero());
+  EXPECT_EQ(t.intern_weighted(links, w, Time::zero()), a);
+  EXPECT_NE(t.intern_weighted(links, w2, Time::zero()), a);
+  EXPECT_NE(t.intern_weighted(links, w, Time::ns(1)), a);
+  EXPECT_EQ(t.size(), 3u);
+}
+
+TEST(Simulation, RepeatedOperationsDoNotGrowThePathTable) {
+  // An NCCL AllReduce run 1 and 12 times on the same connections: every iteration's channel
+  // pipelines are the same unions, so the path table (and the memory it holds) is the same size.
+  auto paths_after = [](int iterations) {
+    const auto run = test::scenario_from_yaml(fmt::format(R"(topology:
+  type: clos
+  racks: 2
+  nodes_per_rack: 2
+  node: {{gpus: 4, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 4, uplink_speed: 400Gbps}}
+  spine: {{count: 4}}
+workloads:
+  - {{type: nccl, collective: allreduce, bytes: 64MiB, iterations: {}, nccl: {{NCCL_ALGO: Ring}}}}
+)",
+                                                          iterations));
+    run->run();
+    return run->sim->paths().size();
+  };
+  EXPECT_EQ(paths_after(12), paths_after(1));
+}
+
 }  // namespace
 }  // namespace rocesim::engine
