@@ -215,7 +215,11 @@ int sweep(const SweepCommand& c) {
 
   const bool progress = !c.quiet && rank == 0 && ::isatty(STDERR_FILENO);
   const auto wall0 = std::chrono::steady_clock::now();
-  std::mutex mutex;
+  // Two locks: `mutex` guards the finished points and the counters (held for moments), `writing`
+  // the output file (HDF5 is written by one thread at a time). A thread that finishes a point
+  // writes what is ready in point order unless another is writing already, which then takes
+  // it too: simulating goes on beside the writes.
+  std::mutex mutex, writing;
   std::map<uint32_t, std::unique_ptr<scenario::ScenarioRun>> ready;  // finished, not written
   size_t next = 0;  // index in `pending` of the next point to write
   size_t finished = 0;
@@ -228,16 +232,38 @@ int sweep(const SweepCommand& c) {
     file.add_run(id, *run.recorder, meta, row, run.compression);
     rows[id] = row;
   };
-  // Writes the finished points in point order, as far as they go (under the mutex).
+  // The next point to write, in point order, if it has finished (under `mutex`).
+  auto take = [&]() -> std::unique_ptr<scenario::ScenarioRun> {
+    if (next == pending.size()) return nullptr;
+    const auto it = ready.find(pending[next]);
+    if (it == ready.end()) return nullptr;
+    std::unique_ptr<scenario::ScenarioRun> run = std::move(it->second);
+    ready.erase(it);
+    ++next;
+    return run;
+  };
+  // Writes the finished points in point order, as far as they go, unless another thread is
+  // writing: that one checks again after it lets go, so no point is left behind.
   auto flush = [&]() {
-    while (next < pending.size()) {
-      const auto it = ready.find(pending[next]);
-      if (it == ready.end()) break;
-      write(it->first, *it->second);
-      ready.erase(it);
-      ++next;
+    for (;;) {
+      std::unique_lock<std::mutex> w(writing, std::try_to_lock);
+      if (!w.owns_lock()) return;
+      for (;;) {
+        std::unique_ptr<scenario::ScenarioRun> run;
+        {
+          const std::lock_guard<std::mutex> lock(mutex);
+          run = take();
+        }
+        if (!run) break;
+        const uint32_t id = pending[next - 1];  // `next` moves only under `writing`
+        write(id, *run);
+      }
+      w.unlock();
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (next == pending.size() || ready.find(pending[next]) == ready.end()) return;
     }
   };
+  const size_t held = rows.size();  // points the file held before
   const int m = static_cast<int>(pending.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int i = 0; i < m; ++i) {
@@ -245,17 +271,20 @@ int sweep(const SweepCommand& c) {
     try {
       auto run = load_point(study, study.points[pending[static_cast<size_t>(i)]]);
       run->run();
-      const std::lock_guard<std::mutex> lock(mutex);
-      ready.emplace(pending[static_cast<size_t>(i)], std::move(run));
-      ++finished;
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        ready.emplace(pending[static_cast<size_t>(i)], std::move(run));
+        ++finished;
+      }
       flush();
       if (progress) {
+        const std::lock_guard<std::mutex> lock(mutex);
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
         const double eta = elapsed / static_cast<double>(finished) *
                            static_cast<double>(pending.size() - finished);
         std::fprintf(stderr, "\r[rocesim sweep] %zu/%zu points  %.0f s  ETA %.0f s   ",
-                     rows.size() + ready.size(), study.points.size(), elapsed, eta);
+                     held + finished, study.points.size(), elapsed, eta);
         std::fflush(stderr);
       }
     } catch (...) {
