@@ -203,3 +203,88 @@ TEST(NcclTestsTable, ReadsBackWithTheLogReader) {
 
 }  // namespace
 }  // namespace rocesim::collectives::nccl
+
+namespace rocesim::collectives::nccl {
+namespace {
+
+/// A workload with one runner per rank set, all started at once: the seam for workloads with
+/// several collectives in flight (communicators, streams). Callbacks go to runner_of(tag).
+class Concurrent final : public engine::Workload {
+ public:
+  Concurrent(std::vector<OpRunner> runners, int64_t bytes)
+      : Workload("concurrent"), runners_(std::move(runners)), bytes_(bytes) {}
+  std::string_view type() const override { return "concurrent"; }
+  void start(engine::Simulation& sim, engine::WorkloadId id) override {
+    for (OpRunner& r : runners_)
+      r.start(sim, id, Collective::AllReduce, bytes_);
+  }
+  void on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override {
+    runner(tag).on_transfer_done(sim, id, tag);
+    check(sim, id);
+  }
+  void on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override {
+    runner(tag).on_timer(sim, id, tag);
+    check(sim, id);
+  }
+  double seconds(size_t k) const { return runners_[k].result().duration().in_seconds(); }
+
+ private:
+  OpRunner& runner(uint64_t tag) {
+    const int64_t r = OpRunner::runner_of(tag);
+    EXPECT_GE(r, 0);
+    return runners_.at(static_cast<size_t>(r));
+  }
+  void check(engine::Simulation& sim, engine::WorkloadId id) {
+    for (const OpRunner& r : runners_) {
+      if (!r.done()) return;
+    }
+    sim.finish(id);
+  }
+  std::vector<OpRunner> runners_;
+  int64_t bytes_;
+};
+
+/// Runs AllReduces of `bytes` at once on the given rank sets (one runner each) of the
+/// two-server scenario, Ring/Simple, and returns each one's time.
+std::vector<double> concurrent(const std::vector<std::vector<size_t>>& sets, int64_t bytes) {
+  scenario::Overrides o;
+  o.skip_workloads = true;
+  auto run = scenario::load_scenario_text(kScenario, "two-servers.yaml", test::source_path(""), o);
+  NcclConfig cfg = run->nccl;
+  cfg.algos.fill(only(Algorithm::Ring));
+  cfg.protos.fill(only(Protocol::Simple));
+  std::vector<OpRunner> runners;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    std::vector<fabric::NodeId> ranks;
+    for (size_t r : sets[k])
+      ranks.push_back(run->job_ranks[r]);
+    runners.emplace_back(run->fabric, ranks, cfg, static_cast<uint32_t>(k));
+  }
+  auto w = std::make_unique<Concurrent>(std::move(runners), bytes);
+  const Concurrent* c = w.get();
+  run->sim->add_workload(std::move(w), Time{});
+  run->run();
+  std::vector<double> out;
+  for (size_t k = 0; k < sets.size(); ++k)
+    out.push_back(c->seconds(k));
+  return out;
+}
+
+TEST(OpRunners, SeveralInOneWorkloadRunAtOnceAndShareTheFabric) {
+  // Two servers of 8 GPUs. A 1 GiB ring AllReduce over GPUs 0-3 of both servers and one over
+  // GPUs 4-7 use disjoint GPUs, NICs and NVLinks (rails 0-3 and 4-7; one spine plane each), so
+  // each takes what it takes alone. Two over the same 8 ranks share every link of their rings:
+  // at 1 GiB the bandwidth term dominates, so each takes about twice the time of one alone.
+  const std::vector<size_t> low{0, 1, 2, 3, 8, 9, 10, 11}, high{4, 5, 6, 7, 12, 13, 14, 15};
+  const int64_t gib = int64_t{1} << 30;
+  const double alone = concurrent({low}, gib)[0];
+  const std::vector<double> apart = concurrent({low, high}, gib);
+  EXPECT_NEAR(apart[0], alone, 1e-9 * alone);
+  EXPECT_NEAR(apart[1], alone, 1e-9 * alone);
+  const std::vector<double> shared = concurrent({low, low}, gib);
+  EXPECT_NEAR(shared[0] / alone, 2.0, 0.05);
+  EXPECT_NEAR(shared[1], shared[0], 1e-6 * alone);
+}
+
+}  // namespace
+}  // namespace rocesim::collectives::nccl

@@ -61,11 +61,13 @@ double busbw_factor(Collective c, int n) {
 }
 
 OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
-                   const NcclConfig& config)
+                   const NcclConfig& config, uint32_t id)
     : f_(f),
+      id_(id),
       comm_(f, std::move(ranks)),
       config_(config),
       tables_(tuning_tables(config.tuning_tables)) {
+  ROCESIM_CHECK(id < kMaxRunners, "a runner id below 2^23");
   // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
   // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
   const fabric::NodeId g = comm_.ranks().front();
@@ -611,8 +613,9 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
 }
 
 bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t t) {
-  const uint64_t kind = t / kTagLimit;
-  const uint64_t i = t % kTagLimit;
+  if (runner_of(t) != id_) return false;
+  const uint64_t kind = (t >> 32) & 0xff;
+  const uint64_t i = t & 0xffffffffu;
   if (kind == kPipeline) {
     const Channel& chan = channels_[i];
     const double bw_time = seconds(sim.now() - chan.data_start);
@@ -647,7 +650,8 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
 }
 
 bool OpRunner::on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t t) {
-  const uint64_t kind = t / kTagLimit;
+  if (runner_of(t) != id_) return false;
+  const uint64_t kind = (t >> 32) & 0xff;
   if (kind == kLaunch) {
     launch_data(sim, id);
     return true;
@@ -703,7 +707,8 @@ constexpr Param kNcclWorkloadParams[] = {
      .type = ParamType::Integer,
      .fallback = "1",
      .help = "operations run back to back; the figures are their mean",
-     .check = Check::Positive, .max = 1000000},
+     .check = Check::Positive,
+     .max = 1000000},
     {.key = "imbalance",
      .type = ParamType::Number,
      .fallback = "0",

@@ -76,13 +76,22 @@ struct OpResult {
 /// nccl-tests' bus-bandwidth factor of a collective on n ranks (busbw = algbw * factor).
 double busbw_factor(Collective c, int n);
 
-/// Runs NCCL operations for a workload on one communicator. The owning workload forwards its
-/// transfer and timer callbacks; tags below kTagLimit are free for the owner.
+/// Runs NCCL operations for a workload on one communicator, one operation at a time. A workload
+/// may hold several runners with distinct `id`s (communicators, or streams of one, with
+/// operations in flight at once): each runner's tags carry its id, so the workload forwards
+/// every callback to runner_of(tag). Tags below kTagLimit are free for the owner.
 class OpRunner {
  public:
-  static constexpr uint64_t kTagLimit = uint64_t{1} << 56;
+  static constexpr uint64_t kTagLimit = uint64_t{1} << 63;
+  static constexpr uint32_t kMaxRunners = 1u << 23;
 
-  OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks, const NcclConfig& config);
+  OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks, const NcclConfig& config,
+           uint32_t id = 0);
+  /// The id of the runner a tag belongs to, or -1 for an owner's tag.
+  static int64_t runner_of(uint64_t tag) {
+    return tag < kTagLimit ? -1 : static_cast<int64_t>((tag - kTagLimit) >> 40);
+  }
+  uint32_t id() const { return id_; }
 
   /// Starts an operation now. `root` is a rank index (Broadcast, Reduce, Gather, Scatter);
   /// `imbalance` in [0, 1) spreads AlltoAllv pair sizes uniformly around their mean.
@@ -118,8 +127,12 @@ class OpRunner {
     double steps = 0, chunk = 0, slice = 0, wire_bytes = 0;  // ring: K, c, s; all: bytes
     Time data_start{};
   };
+  // A runner's tags: kTagLimit + (id << 40) + (kind << 32) + index.
   enum Kind : uint64_t { kLaunch = 1, kPipeline = 2, kChannelDone = 3, kP2p = 4, kP2pDone = 5 };
-  static uint64_t tag(Kind k, uint64_t i) { return kTagLimit * k + i; }
+  uint64_t tag(Kind k, uint64_t i) const {
+    ROCESIM_CHECK(i < (uint64_t{1} << 32), "a runner's tag index below 2^32");
+    return kTagLimit + (uint64_t{id_} << 40) + (uint64_t{k} << 32) + i;
+  }
 
   /// The connection of an edge on a channel, made on first use and kept for later operations
   /// (NCCL connects each channel's peers once). Point-to-point pairs use kP2pChannel, kP2pChannel -
@@ -146,6 +159,7 @@ class OpRunner {
   void finish_op(engine::Simulation& sim);
 
   const fabric::Fabric& f_;
+  uint32_t id_ = 0;
   Communicator comm_;
   NcclConfig config_;
   const TuningTables& tables_;
