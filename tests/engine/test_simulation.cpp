@@ -183,7 +183,6 @@ TEST(Simulation, SimultaneousDeliveriesShareOneRateSolve) {
   EXPECT_EQ(r->recorder->flows_seen(), 4u);
 }
 
-
 TEST(PathTable, WeightedPathsAreInternedByContent) {
   // The same links, weights and latency give the same path; any difference a new one.
   routing::PathTable t;
@@ -200,17 +199,11 @@ TEST(Simulation, RepeatedOperationsDoNotGrowThePathTable) {
   // An NCCL AllReduce run 1 and 12 times on the same connections: every iteration's channel
   // pipelines are the same unions, so the path table (and the memory it holds) is the same size.
   auto paths_after = [](int iterations) {
-    const auto run = test::scenario_from_yaml(fmt::format(R"(topology:
-  type: clos
-  racks: 2
-  nodes_per_rack: 2
-  node: {{gpus: 4, nic_speed: 400Gbps}}
-  leaf: {{uplinks: 4, uplink_speed: 400Gbps}}
-  spine: {{count: 4}}
-workloads:
-  - {{type: nccl, collective: allreduce, bytes: 64MiB, iterations: {}, nccl: {{NCCL_ALGO: Ring}}}}
-)",
-                                                          iterations));
+    const auto run = test::scenario_from_yaml(
+        test::clos_topology(2, 2, 4, 4) +
+        fmt::format("workloads:\n  - {{type: nccl, collective: allreduce, bytes: 64MiB, "
+                    "iterations: {}, nccl: {{NCCL_ALGO: Ring}}}}\n",
+                    iterations));
     run->run();
     return run->sim->paths().size();
   };

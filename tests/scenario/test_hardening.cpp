@@ -81,17 +81,7 @@ struct MemoryLimit {
 };
 
 std::string clos(int racks, int nodes_per_rack, const std::string& workload) {
-  return fmt::format(R"(topology:
-  type: clos
-  racks: {}
-  nodes_per_rack: {}
-  node: {{gpus: 8, nic_speed: 400Gbps}}
-  leaf: {{uplinks: 16, uplink_speed: 400Gbps}}
-  spine: {{count: 16}}
-workloads:
-  - {}
-)",
-                     racks, nodes_per_rack, workload);
+  return test::clos_topology(racks, nodes_per_rack, 8, 16) + "workloads:\n  - " + workload + "\n";
 }
 
 TEST(Hardening, AFabricTooLargeForTheMachineIsRefusedWithItsEstimate) {

@@ -17,16 +17,7 @@ namespace {
 
 /// 2 racks of 2 servers of 4 GPUs (16 GPUs) and the given workload list items.
 std::string scenario(const std::string& items) {
-  return fmt::format(R"(topology:
-  type: clos
-  racks: 2
-  nodes_per_rack: 2
-  node: {{gpus: 4, nic_speed: 400Gbps}}
-  leaf: {{uplinks: 4, uplink_speed: 400Gbps}}
-  spine: {{count: 4}}
-workloads:
-{})",
-                     items);
+  return test::clos_topology(2, 2, 4, 4) + "workloads:\n" + items;
 }
 
 std::vector<std::string> names(const ScenarioRun& run) {

@@ -46,6 +46,18 @@ std::unique_ptr<routing::Router> router_from_yaml(const fabric::Fabric& f,
   return routing::make_routing(ParamReader(root, kTable), "routing", f, seed).router;
 }
 
+std::string clos_topology(int racks, int nodes_per_rack, int gpus, int uplinks) {
+  return fmt::format(R"(topology:
+  type: clos
+  racks: {}
+  nodes_per_rack: {}
+  node: {{gpus: {}, nic_speed: 400Gbps}}
+  leaf: {{uplinks: {}, uplink_speed: 400Gbps}}
+  spine: {{count: {}}}
+)",
+                     racks, nodes_per_rack, gpus, uplinks, uplinks);
+}
+
 std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yaml, uint64_t seed,
                                                           int threads) {
   scenario::Overrides o;

@@ -31,6 +31,10 @@ fabric::Fabric fabric_from_yaml(const std::string& topology_yaml);
 std::unique_ptr<routing::Router> router_from_yaml(const fabric::Fabric& f,
                                                   const std::string& routing_yaml,
                                                   uint64_t seed = 1);
+/// The `topology:` section of a small leaf-spine fabric: `racks` leaves of `nodes_per_rack`
+/// servers of `gpus` GPUs (one 400G NIC each), `uplinks` 400G uplinks per leaf over as many
+/// spines.
+std::string clos_topology(int racks, int nodes_per_rack, int gpus, int uplinks);
 /// Loads a scenario from YAML text (relative paths resolve against the source tree).
 std::unique_ptr<scenario::ScenarioRun> scenario_from_yaml(const std::string& yaml,
                                                           uint64_t seed = 1, int threads = 1);
