@@ -136,6 +136,11 @@ ParsedBenchArgs parse_bench_args(int argc, const char* const* argv) {
                  "Untimed iterations at the largest and at the smallest size (default 5)")
       ->check(CLI::Range(0, 1000000))
       ->type_name("N");
+  app.add_option("-T,--timeout", o.timeout_s,
+                 "Seconds to wait for an operation before failing the run; 0: wait forever "
+                 "(default 0)")
+      ->check(CLI::Range(0, 1000000))
+      ->type_name("SECONDS");
   app.add_option("-d,--datatype", o.datatype, "Data type: " + join(kTypes) + " (default float)")
       ->type_name("TYPE");
   app.add_option("-o", o_values,

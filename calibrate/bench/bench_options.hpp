@@ -1,7 +1,7 @@
 // rocesim-bench's command line (calibrate/bench/README.md). GPU-free, so that it is built and
 // tested on machines without CUDA, NCCL or MPI; the driver (rocesim_bench.cpp) uses it.
 //
-// The flags follow nccl-tests where they overlap: -b -e -f -i -n -w -d -r, and -o, which names
+// The flags follow nccl-tests where they overlap: -b -e -f -i -n -w -d -r -T, and -o, which names
 // the reduction (sum, prod, min, max, avg) as in nccl-tests or, when it ends in .yaml or .yml, the
 // machine-readable output file (it may be given twice: -o avg -o out.yaml; --op and --output are
 // the unambiguous spellings).
@@ -26,6 +26,8 @@ struct BenchOptions {
   BenchSweep sweep;
   int iters = 20;
   int warmup = 5;
+  /// -T: seconds an operation may take before the run fails (nccl-tests' -T); 0: no limit.
+  int timeout_s = 0;
   std::string datatype = "float";
   int type_size = 4;
   std::string redop = "sum";

@@ -14,10 +14,13 @@
 // come from calibrate/lib/bench_report.hpp. Buffers are zeroed with cudaMemset (no kernels, no
 // data check: #wrong is N/A).
 //
-// Every CUDA, NCCL and MPI call is checked; a failure names the call and its error string. Exit
-// codes: 0 success, 1 a failure during the run (or the dataset cannot be written), 2 bad command
-// line, 3 no CUDA device or NCCL/MPI failed to start. After MPI_Init, a failure on one rank
-// aborts the job (MPI_Abort with that code) so that no rank waits forever on it.
+// Every CUDA, NCCL and MPI call is checked; a failure names the call and its error string, and
+// during the sweep the collective and size. Exit codes: 0 success, 1 a failure during the run (an
+// operation that failed or, with -T, did not complete in time; or the dataset cannot be written),
+// 2 bad command line, 3 no CUDA device, two ranks on one GPU, or NCCL/MPI failed to start. After
+// MPI_Init, a failure on one rank aborts the job (MPI_Abort with that code) so that no rank waits
+// forever on it; the dataset is written by rank 0 only after every collective completed, so a
+// failed run leaves none.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -26,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -183,6 +187,7 @@ struct Gpu {
 
 struct Bench {
   bool mpi = true;
+  int timeout_s = 0;  // -T: 0 waits forever
   int nranks = 1;
   bool printer = true;  // prints the tables (rank 0)
   std::vector<Gpu> gpus;
@@ -254,9 +259,11 @@ void teardown_gpu(Gpu& g) {
 }
 
 /// Waits for the GPU's stream, watching NCCL for asynchronous errors (a peer that died) as
-/// nccl-tests does, so that a broken run fails instead of hanging.
-void wait_stream(const Gpu& g) {
+/// nccl-tests does, so that a broken run fails instead of hanging; with -T, for at most
+/// `timeout_s` seconds.
+void wait_stream(const Gpu& g, int timeout_s) {
   cuda_check(cudaSetDevice(g.device), "cudaSetDevice");
+  const auto start = std::chrono::steady_clock::now();
   while (true) {
     const cudaError_t e = cudaStreamQuery(g.stream);
     if (e == cudaSuccess) return;
@@ -267,6 +274,13 @@ void wait_stream(const Gpu& g) {
     if (async == ncclInProgress) continue;
 #endif
     nccl_check(async, "NCCL operation (asynchronous error)");
+    if (timeout_s > 0 &&
+        std::chrono::steady_clock::now() - start > std::chrono::seconds(timeout_s)) {
+      throw BenchFailure(kBenchExitFailure,
+                         fmt::format("timed out: the GPU's work did not complete within -T {} s "
+                                     "(a stalled network, or a rank that stopped taking part)",
+                                     timeout_s));
+    }
   }
 }
 
@@ -326,7 +340,7 @@ void launch_all(Bench& b, BenchCollective c, const BenchSize& s, bool in_place) 
 
 void barrier(const Bench& b) {
   for (const Gpu& g : b.gpus)
-    wait_stream(g);
+    wait_stream(g, b.timeout_s);
   if (b.mpi) mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
@@ -348,7 +362,7 @@ std::vector<double> timed_batch(Bench& b, BenchCollective c, const BenchSize& s,
     }
   }
   for (const Gpu& g : b.gpus)
-    wait_stream(g);
+    wait_stream(g, b.timeout_s);
   std::vector<double> us(static_cast<size_t>(iters), 0.0);
   for (const Gpu& g : b.gpus) {
     cuda_check(cudaSetDevice(g.device), "cudaSetDevice");
@@ -371,6 +385,16 @@ void print(const Bench& b, const std::string& text) {
   std::fflush(stdout);
 }
 
+/// Runs `f`; a failure in it is rethrown with `what` (the collective and size) in its message.
+template <typename F>
+auto during(const std::string& what, F&& f) {
+  try {
+    return f();
+  } catch (const BenchFailure& e) {
+    throw BenchFailure(e.code(), fmt::format("{}: {}", what, e.what()));
+  }
+}
+
 BenchTable run_collective(Bench& b, BenchCollective c) {
   BenchTable t;
   t.collective = c;
@@ -381,14 +405,20 @@ BenchTable run_collective(Bench& b, BenchCollective c) {
   // Warm-up at the largest and at the smallest size, as nccl-tests.
   for (const int64_t requested : {b.run.sweep.max_bytes, b.run.sweep.min_bytes}) {
     const BenchSize s = bench_size(c, requested, n, ts);
-    for (int w = 0; w < b.run.warmup; ++w)
-      launch_all(b, c, s, false);
+    during(fmt::format("{} warm-up at {} B", bench_binary(c), s.size_bytes), [&] {
+      for (int w = 0; w < b.run.warmup; ++w)
+        launch_all(b, c, s, false);
+    });
   }
-  barrier(b);
+  during(fmt::format("{} warm-up", bench_binary(c)), [&] { barrier(b); });
   for (const int64_t requested : bench_sweep(b.run.sweep)) {
     const BenchSize s = bench_size(c, requested, n, ts);
-    const TimeStats out_of_place = time_stats(timed_batch(b, c, s, false));
-    const TimeStats in_place = time_stats(timed_batch(b, c, s, true));
+    const TimeStats out_of_place =
+        during(fmt::format("{} at {} B, out of place", bench_binary(c), s.size_bytes),
+               [&] { return time_stats(timed_batch(b, c, s, false)); });
+    const TimeStats in_place =
+        during(fmt::format("{} at {} B, in place", bench_binary(c), s.size_bytes),
+               [&] { return time_stats(timed_batch(b, c, s, true)); });
     BenchRow row = make_bench_row(c, s, b.run.root, n, out_of_place, in_place);
     const std::string line = format_table_row(b.run, c, row);
     t.text += line;
@@ -509,6 +539,7 @@ int run_single_process(const BenchOptions& opt) {
     b.mpi = false;
     b.nranks = n;
     b.opt = &opt;
+    b.timeout_s = opt.timeout_s;
     b.type = *nccl_type(opt.datatype);
     b.op = *nccl_op(opt.redop);
     b.gpus.resize(static_cast<size_t>(n));
@@ -574,6 +605,51 @@ std::vector<std::string> gather_text(const std::string& mine, int rank, int size
   return out;
 }
 
+/// Whether two ranks landed on one GPU (the same PCI bus id on the same host): a node running
+/// more ranks than it has GPUs, such as a node with fewer GPUs than the others. NCCL would refuse
+/// the communicator ("Duplicate GPU detected"); this names the ranks, the host and the counts.
+/// Empty on every rank when each rank has its own GPU; otherwise non-empty on every rank, and
+/// on rank 0 (which prints it) the message.
+std::string shared_gpu_problem(int device, int count, int rank, int size, const std::string& host) {
+  char bus[64] = {};
+  cuda_check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId",
+             kBenchExitNoGpu);
+  const std::vector<std::string> all =
+      gather_text(fmt::format("{}\t{}\t{}\t{}", host, bus, device, count), rank, size);
+  std::string problem;
+  // rank 0: the first rank whose (host, bus id) an earlier rank already has.
+  std::vector<std::vector<std::string>> fields;
+  for (const std::string& line : all) {
+    std::vector<std::string> f;
+    size_t start = 0;
+    for (size_t tab = line.find('\t'); tab != std::string::npos; tab = line.find('\t', start)) {
+      f.push_back(line.substr(start, tab - start));
+      start = tab + 1;
+    }
+    f.push_back(line.substr(start));
+    fields.push_back(std::move(f));
+  }
+  for (size_t r = 0; r < fields.size() && problem.empty(); ++r) {
+    for (size_t q = 0; q < r; ++q) {
+      if (fields[q][0] != fields[r][0] || fields[q][1] != fields[r][1]) continue;
+      const std::string& h = fields[r][0];
+      const auto on_host =
+          std::count_if(fields.begin(), fields.end(),
+                        [&](const std::vector<std::string>& x) { return x[0] == h; });
+      problem = fmt::format(
+          "rank {} on {} would share CUDA device {} (PCI {}) with rank {}: {} runs {} ranks but "
+          "they see {} CUDA device{}; start at most one rank per GPU on every node (check the "
+          "launcher's tasks per node and CUDA_VISIBLE_DEVICES)",
+          r, h, fields[r][2], fields[r][1], q, h, on_host, fields[r][3],
+          fields[r][3] == "1" ? "" : "s");
+      break;
+    }
+  }
+  int flag = problem.empty() ? 0 : 1;
+  mpi_check(MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast", kBenchExitNoGpu);
+  return flag != 0 ? (problem.empty() ? "two ranks share a GPU" : problem) : "";
+}
+
 int run_mpi(const BenchOptions& opt, bool launched) {
   int count = 0;
   const std::string reason = no_device_reason(count);
@@ -620,6 +696,7 @@ int run_mpi(const BenchOptions& opt, bool launched) {
     b.nranks = size;
     b.printer = rank == 0;
     b.opt = &opt;
+    b.timeout_s = opt.timeout_s;
     b.type = *nccl_type(opt.datatype);
     b.op = *nccl_op(opt.redop);
     b.gpus.resize(1);
@@ -636,6 +713,12 @@ int run_mpi(const BenchOptions& opt, bool launched) {
     mpi_check(MPI_Comm_free(&local), "MPI_Comm_free", kBenchExitNoGpu);
     g.device = local_rank % count;
     cuda_check(cudaSetDevice(g.device), "cudaSetDevice", kBenchExitNoGpu);
+    if (const std::string shared = shared_gpu_problem(g.device, count, rank, size, host);
+        !shared.empty()) {
+      if (rank == 0) std::cerr << fmt::format("rocesim-bench: {}\n", shared);
+      MPI_Finalize();
+      return kBenchExitNoGpu;
+    }
 
     // NCCL, bootstrapped over MPI.
     ncclUniqueId id{};

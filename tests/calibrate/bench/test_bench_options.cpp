@@ -44,6 +44,7 @@ TEST(BenchOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.sweep.step_factor, 1);
   EXPECT_EQ(o.iters, 20);
   EXPECT_EQ(o.warmup, 5);
+  EXPECT_EQ(o.timeout_s, 0);  // nccl-tests' -T 0: no limit
   EXPECT_EQ(o.datatype, "float");
   EXPECT_EQ(o.type_size, 4);
   EXPECT_EQ(o.redop, "sum");
@@ -55,8 +56,9 @@ TEST(BenchOptions, DefaultsAreNcclTests) {
 }
 
 TEST(BenchOptions, NcclTestsFlags) {
-  const BenchOptions o = ok({"-b", "8", "-e", "1G", "-f", "2", "-n", "10", "-w", "2", "-d",
-                             "bfloat16", "-o", "avg", "-o", "out.yaml", "-r", "1"});
+  const BenchOptions o =
+      ok({"-b", "8",        "-e", "1G",  "-f", "2",        "-n", "10", "-w", "2",
+          "-d", "bfloat16", "-o", "avg", "-o", "out.yaml", "-r", "1",  "-T", "30"});
   EXPECT_EQ(o.sweep.min_bytes, 8);
   EXPECT_EQ(o.sweep.max_bytes, int64_t{1} << 30);
   EXPECT_EQ(o.sweep.step_factor, 2);
@@ -67,12 +69,13 @@ TEST(BenchOptions, NcclTestsFlags) {
   EXPECT_EQ(o.redop, "avg");
   EXPECT_EQ(o.output, "out.yaml");
   EXPECT_EQ(o.root, 1);
+  EXPECT_EQ(o.timeout_s, 30);
   EXPECT_EQ(o.command,
-            "rocesim-bench -b 8 -e 1G -f 2 -n 10 -w 2 -d bfloat16 -o avg -o out.yaml -r 1");
+            "rocesim-bench -b 8 -e 1G -f 2 -n 10 -w 2 -d bfloat16 -o avg -o out.yaml -r 1 -T 30");
 
   const BenchOptions l = ok({"--minbytes", "1K", "--maxbytes=4m", "--stepbytes", "512", "--iters",
                              "3", "--warmup_iters", "0", "--datatype", "half", "--op", "max",
-                             "--output", "x.yml", "--root", "2"});
+                             "--output", "x.yml", "--root", "2", "--timeout", "5"});
   EXPECT_EQ(l.sweep.min_bytes, 1024);
   EXPECT_EQ(l.sweep.max_bytes, 4 << 20);
   EXPECT_EQ(l.sweep.step_bytes, 512);
@@ -81,6 +84,8 @@ TEST(BenchOptions, NcclTestsFlags) {
   EXPECT_EQ(l.type_size, 2);
   EXPECT_EQ(l.redop, "max");
   EXPECT_EQ(l.output, "x.yml");
+  EXPECT_EQ(l.timeout_s, 5);
+  EXPECT_NE(usage_error({"-T", "-1"}), "");
 
   // -o alone: the output file, the reduction stays sum; or the reduction alone.
   EXPECT_EQ(ok({"-o", "ar.yaml"}).redop, "sum");
