@@ -46,7 +46,8 @@ inline constexpr Param kQpsParam{
     .type = ParamType::Integer,
     .fallback = "1",
     .help = "QPs per connection (NCCL_IB_QPS_PER_CONNECTION); each has its own UDP source port",
-    .check = Check::Positive, .max = 128};
+    .check = Check::Positive,
+    .max = 128};
 inline constexpr Param kMessageSizeParam{
     .key = "message_size",
     .type = ParamType::Bytes,

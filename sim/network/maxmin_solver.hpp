@@ -43,10 +43,10 @@
 //    when the largest is below tau the link is passed over without reading its list. The
 //    bounds are sorted when first asked for and invalidated when a flow joins the link or the
 //    link is walked (a flow changes rate only in a component whose links are all walked, or
-//    alone on links it just joined), and a removed flow's bound is skipped when it comes first. Passing over such a link changes nothing that is
-//    computed (it joins no component and no flow reaches it), so the rates are exactly those
-//    of the walk, bit for bit. A completion then costs in proportion to the flows whose rates
-//    change and the links they cross.
+//    alone on links it just joined), and a removed flow's bound is skipped when it comes first.
+//    Passing over such a link changes nothing that is computed (it joins no component and no flow
+//    reaches it), so the rates are exactly those of the walk, bit for bit. A completion then costs
+//    in proportion to the flows whose rates change and the links they cross.
 // `set_incremental(false)` disables all three (every solve recomputes every flow from scratch); a
 // test demands that both paths agree.
 //

@@ -36,7 +36,8 @@ constexpr Param kOutputParams[] = {
      .fallback = "1000000",
      .help = "flow records kept for results.h5 (the first ones delivered); all flows still count "
              "in the statistics",
-     .check = Check::NonNegative, .max = 1000000000},
+     .check = Check::NonNegative,
+     .max = 1000000000},
     {.key = "compression",
      .type = ParamType::Integer,
      .fallback = "0",
