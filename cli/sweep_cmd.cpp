@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "cli/commands.hpp"
 #include "cli/mpi.hpp"
@@ -232,15 +233,17 @@ int sweep(const SweepCommand& c) {
     file.add_run(id, *run.recorder, meta, row, run.compression);
     rows[id] = row;
   };
-  // The next point to write, in point order, if it has finished (under `mutex`).
-  auto take = [&]() -> std::unique_ptr<scenario::ScenarioRun> {
-    if (next == pending.size()) return nullptr;
+  // The next point to write, in point order, if it has finished (under `mutex`): its id and
+  // run, or no run.
+  auto take = [&]() -> std::pair<uint32_t, std::unique_ptr<scenario::ScenarioRun>> {
+    if (next == pending.size()) return {0, nullptr};
     const auto it = ready.find(pending[next]);
-    if (it == ready.end()) return nullptr;
-    std::unique_ptr<scenario::ScenarioRun> run = std::move(it->second);
+    if (it == ready.end()) return {0, nullptr};
+    std::pair<uint32_t, std::unique_ptr<scenario::ScenarioRun>> out{it->first,
+                                                                    std::move(it->second)};
     ready.erase(it);
     ++next;
-    return run;
+    return out;
   };
   // Writes the finished points in point order, as far as they go, unless another thread is
   // writing: that one checks again after it lets go, so no point is left behind.
@@ -249,14 +252,13 @@ int sweep(const SweepCommand& c) {
       std::unique_lock<std::mutex> w(writing, std::try_to_lock);
       if (!w.owns_lock()) return;
       for (;;) {
-        std::unique_ptr<scenario::ScenarioRun> run;
+        std::pair<uint32_t, std::unique_ptr<scenario::ScenarioRun>> point;
         {
           const std::lock_guard<std::mutex> lock(mutex);
-          run = take();
+          point = take();
         }
-        if (!run) break;
-        const uint32_t id = pending[next - 1];  // `next` moves only under `writing`
-        write(id, *run);
+        if (!point.second) break;
+        write(point.first, *point.second);
       }
       w.unlock();
       const std::lock_guard<std::mutex> lock(mutex);

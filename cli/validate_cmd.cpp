@@ -65,7 +65,8 @@ int validate(const ValidateCommand& c) {
   const std::string png = (fs::path(c.output_dir) / "validation.png").string();
   // The outputs appear together, complete, or not at all.
   metrics::OutputSet outputs;
-  metrics::write_text_file(outputs.stage(csv), tables[0].csv());
+  const std::string staged_csv = outputs.stage(csv);
+  metrics::write_text_file(staged_csv, tables[0].csv());
   metrics::write_text_file(outputs.stage(bands_csv), tables[1].csv());
   metrics::ResultsMeta meta;
   meta.version = ROCESIM_VERSION;
@@ -78,7 +79,6 @@ int validate(const ValidateCommand& c) {
   metrics::write_tables_h5(outputs.stage(h5), meta);
   int plot_rc = 0;
   if (c.plot) {
-    const std::string staged_csv = metrics::temporary_path(csv);
     plot_rc =
         run_program({ROCESIM_PYTHON, ROCESIM_PLOT_SCRIPT, staged_csv, outputs.stage(png), "--title",
                      fmt::format("rocesim {} vs measured: {}", ROCESIM_VERSION,
@@ -86,8 +86,9 @@ int validate(const ValidateCommand& c) {
     if (plot_rc != 0) {
       // A full disk fails the whole command (nothing is written); a missing plotting library
       // only the plot.
-      const std::string why = metrics::write_failure(png, "");
-      if (why.find("disk is full") != std::string::npos) throw std::runtime_error(why);
+      if (metrics::disk_is_full(png)) {
+        throw std::runtime_error(metrics::write_failure(png, "the plot could not be written"));
+      }
       outputs.drop(png);
     }
   }

@@ -83,12 +83,16 @@ std::string ConfigNode::describe() const {
 
 ConfigNode ConfigNode::rebased(const std::string& path) const {
   ConfigNode n = *this;
-  n.path_ = path;
-  for (size_t i = 0; i < n.items_.size(); ++i)
-    n.items_[i] = items_[i].rebased(fmt::format("{}[{}]", path, i));
-  for (Entry& e : n.entries_)
-    e.value = e.value.rebased(config_path(path, e.key));
+  n.rebase(path);
   return n;
+}
+
+void ConfigNode::rebase(const std::string& path) {
+  path_ = path;
+  for (size_t i = 0; i < items_.size(); ++i)
+    items_[i].rebase(fmt::format("{}[{}]", path, i));
+  for (Entry& e : entries_)
+    e.value.rebase(config_path(path, e.key));
 }
 
 std::string config_path(std::string_view parent, std::string_view key) {

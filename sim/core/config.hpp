@@ -55,6 +55,8 @@ class ConfigNode {
   ConfigNode rebased(const std::string& path) const;
 
  private:
+  void rebase(const std::string& path);  // rebased(), in place
+
   Kind kind_ = Kind::Null;
   SourceLocation where_;
   std::string path_;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <hdf5.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstddef>
@@ -10,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/metrics/output_files.hpp"
@@ -672,6 +673,27 @@ std::string read_string_attr(hid_t obj, const char* name) {
 
 }  // namespace
 
+namespace {
+
+/// The groups of a sweep file's /runs, by name, with their `row` attribute.
+std::vector<std::pair<std::string, std::string>> runs_and_rows(hid_t file) {
+  std::vector<std::pair<std::string, std::string>> out;
+  Handle runs(check(H5Gopen2(file, "runs", H5P_DEFAULT), "open /runs"), H5Gclose);
+  H5G_info_t info;
+  check(H5Gget_info(runs, &info), "list /runs");
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[32] = {};
+    check(static_cast<herr_t>(H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
+                                                 sizeof(name), H5P_DEFAULT)),
+          "name a run");
+    Handle g(check(H5Gopen2(runs, name, H5P_DEFAULT), name), H5Gclose);
+    out.emplace_back(name, read_string_attr(g, "row"));
+  }
+  return out;
+}
+
+}  // namespace
+
 SweepFile::SweepFile(const std::string& path, const std::string& study_name,
                      const std::string& study_text, const std::string& version)
     : path_(path), tmp_(temporary_path(path)) {
@@ -691,17 +713,8 @@ SweepFile::SweepFile(const std::string& path, const std::string& study_name,
             "it holds another study (to resume, the study file must be unchanged; to start "
             "again, remove or rename it)");
       }
-      Handle runs(check(H5Gopen2(file_, "runs", H5P_DEFAULT), "open /runs"), H5Gclose);
-      H5G_info_t info;
-      check(H5Gget_info(runs, &info), "list /runs");
-      for (hsize_t i = 0; i < info.nlinks; ++i) {
-        char name[32] = {};
-        check(static_cast<herr_t>(H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
-                                                     sizeof(name), H5P_DEFAULT)),
-              "name a run");
-        Handle g(check(H5Gopen2(runs, name, H5P_DEFAULT), name), H5Gclose);
-        resumed_[static_cast<uint32_t>(std::stoul(name))] = read_string_attr(g, "row");
-      }
+      for (auto& [name, row] : runs_and_rows(file_))
+        resumed_[static_cast<uint32_t>(std::stoul(name))] = std::move(row);
       return;
     }
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
@@ -763,17 +776,9 @@ std::map<uint32_t, std::string> SweepFile::merge(const std::vector<std::string>&
       const hid_t f = H5Fopen(parts[k].c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
       if (f < 0) throw std::runtime_error(fmt::format("cannot read the part '{}'", parts[k]));
       files.push_back(f);
-      Handle runs(check(H5Gopen2(f, "runs", H5P_DEFAULT), "open a part's /runs"), H5Gclose);
-      H5G_info_t info;
-      check(H5Gget_info(runs, &info), "list a part's /runs");
-      for (hsize_t i = 0; i < info.nlinks; ++i) {
-        char name[32] = {};
-        check(static_cast<herr_t>(H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
-                                                     sizeof(name), H5P_DEFAULT)),
-              "name a run");
-        Handle g(check(H5Gopen2(runs, name, H5P_DEFAULT), name), H5Gclose);
+      for (auto& [name, row] : runs_and_rows(f)) {
         const auto id = static_cast<uint32_t>(std::stoul(name));
-        rows[id] = read_string_attr(g, "row");
+        rows[id] = std::move(row);
         order[id] = Source{k, name};
       }
     }

@@ -140,12 +140,21 @@ void remove_stale_temporaries(const std::string& path) {
   }
 }
 
-std::string write_failure(const std::string& path, const std::string& what) {
+namespace {
+constexpr uintmax_t kFullBelow = 64u << 10;  // bytes free under which a disk counts as full
+}  // namespace
+
+bool disk_is_full(const std::string& path) {
   std::error_code ec;
   const fs::space_info space = fs::space(parent_of(path), ec);
-  if (!ec && space.available < (64u << 10)) {
+  return !ec && space.available < kFullBelow;
+}
+
+std::string write_failure(const std::string& path, const std::string& what) {
+  if (disk_is_full(path)) {
+    std::error_code ec;
     return fmt::format("cannot write '{}': the disk is full ({} bytes free); {}", path,
-                       space.available, what);
+                       fs::space(parent_of(path), ec).available, what);
   }
   return fmt::format("cannot write '{}': {}", path, what);
 }

@@ -24,6 +24,8 @@ void check_output_dir(const std::string& dir, const std::string& option);
 std::string temporary_path(const std::string& path);
 /// Removes the temporaries of `path` ("<path>.tmp-<pid>") whose process is gone.
 void remove_stale_temporaries(const std::string& path);
+/// Whether the file system that holds `path` has (almost) no space left.
+bool disk_is_full(const std::string& path);
 /// The message for a failed write of `path`: `what` went wrong, and when the file system has
 /// no space left, that the disk is full.
 std::string write_failure(const std::string& path, const std::string& what);

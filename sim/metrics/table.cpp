@@ -1,9 +1,7 @@
 #include "sim/metrics/table.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "sim/core/error.hpp"
