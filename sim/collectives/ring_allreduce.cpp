@@ -115,6 +115,7 @@ void RingAllReduce::on_transfer_done(engine::Simulation& sim, engine::WorkloadId
 void RingAllReduce::figures(engine::WorkloadFigures& out, Time duration) const {
   // nccl-tests' definitions and units: algbw = S / t in GB/s (1e9 bytes/s), busbw = algbw *
   // 2(n-1)/n. With several groups, t is the time until the last group has finished.
+  if (duration <= Time{}) return;
   const double n = static_cast<double>(group_);
   const double algbw = bytes_.as_double() / duration.in_seconds() * 1e-9;
   out.add("ranks_per_group", n);

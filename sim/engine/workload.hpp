@@ -45,7 +45,8 @@ class Workload {
   virtual void on_transfer_done(Simulation& sim, WorkloadId id, uint64_t tag) = 0;
   /// A timer set with `tag` has fired.
   virtual void on_timer(Simulation& sim, WorkloadId id, uint64_t tag);
-  /// Figures specific to the workload (bus bandwidth of a collective, ...), given its duration.
+  /// Figures specific to the workload (bus bandwidth of a collective, ...), given its duration
+  /// (0 when it did not run, e.g. a training job reported out of memory).
   virtual void figures(WorkloadFigures& out, Time duration) const;
 
  private:

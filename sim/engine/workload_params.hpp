@@ -16,7 +16,7 @@ inline constexpr Param kWorkloadTypeParam{
     .key = "type",
     .type = ParamType::Choice,
     .help = "workload kind",
-    .choices = "flows|permutation|incast|all_to_all|ring_step|ring_allreduce|nccl"};
+    .choices = "flows|permutation|incast|all_to_all|ring_step|ring_allreduce|nccl|training"};
 inline constexpr Param kWorkloadNameParam{
     .key = "name",
     .type = ParamType::String,

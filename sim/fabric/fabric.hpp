@@ -77,6 +77,16 @@ struct Link {
 enum class GpuArch : uint8_t { Volta, Ampere, Hopper, Blackwell, Cdna3 };
 std::string_view gpu_arch_name(GpuArch a);
 
+/// What a GPU computes and holds, from its datasheet: the compute and memory models of training
+/// workloads read it (dense tensor-core peaks, no 2:4 sparsity).
+struct GpuSpec {
+  double tflops_16bit = 989.4;  // BF16/FP16 dense, TFLOP/s
+  double tflops_fp8 = 1978.9;   // FP8 dense, TFLOP/s (0: none)
+  double tflops_fp32 = 494.7;   // TF32 tensor dense, TFLOP/s (FP32 matmuls)
+  Bytes memory{80'000'000'000};
+  Bandwidth memory_bandwidth = Bandwidth::gbps(3.35e12 * 8 / 1e9);
+};
+
 /// How the GPUs of a server reach each other: the server's scale-up domain.
 enum class ScaleUp : uint8_t {
   NvSwitch,  // one link per GPU to the server's NVSwitch node (NVLink): GPU -> NVSwitch -> GPU
@@ -94,6 +104,7 @@ struct Server {
   ScaleUp scale_up = ScaleUp::NvSwitch;
   NodeId nvswitch = kNone;  // the NVSwitch (ScaleUp::NvSwitch, > 1 GPU); kNone otherwise
   GpuArch arch = GpuArch::Hopper;
+  GpuSpec gpu{};
   Time net_latency{};  // the NIC's latency as its network plugin reports it to NCCL
   uint32_t rack = kNone;
   uint32_t zone = kNone;

@@ -129,7 +129,7 @@ void Recorder::finalize() {
     w.throughput_gbps = d > 0 ? static_cast<double>(s.bytes) * 8e-9 / d : 0;
     w.mean_fct_s = s.flows > 0 ? s.fct_sum_s / static_cast<double>(s.flows) : 0;
     w.max_fct_s = s.fct_max.in_seconds();
-    if (d > 0) s.workload->figures(w.figures, s.end - s.start);
+    s.workload->figures(w.figures, s.end - s.start);
     workloads_.push_back(std::move(w));
   }
 }

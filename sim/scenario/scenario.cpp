@@ -24,6 +24,7 @@
 #include "sim/topology/builders.hpp"
 #include "sim/topology/node_interior.hpp"
 #include "sim/topology/topology.hpp"
+#include "sim/training/training.hpp"
 #include "sim/workload/flow_list.hpp"
 #include "sim/workload/patterns.hpp"
 
@@ -112,6 +113,74 @@ constexpr Param kScenarioParams[] = {
 
 const ParamTable kScenarioTable{"scenario", "The top level of a scenario file.", kScenarioParams};
 
+/// `over`'s keys written onto `base`, mapping into mapping.
+void overlay(ConfigNode& base, const ConfigNode& over) {
+  for (const auto& e : over.entries()) {
+    const ConfigNode* b = base.find(e.key);
+    if (b != nullptr && b->is_map() && e.value.is_map()) {
+      ConfigNode merged = *b;
+      overlay(merged, e.value);
+      base.set(e.key, e.key_where, std::move(merged));
+    } else {
+      base.set(e.key, e.key_where, e.value);
+    }
+  }
+}
+
+/// A file named by a workload key, relative to `base_dir`: its root, or the value of its only
+/// key when that key is `unwrap`.
+ConfigNode load_named_file(const ConfigNode& value, const std::string& base_dir,
+                           std::string_view unwrap) {
+  std::filesystem::path p(value.value());
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  ConfigNode root = load_yaml_file(p.string(), "", &value);
+  if (root.is_map() && root.entries().size() == 1 && root.find(unwrap) != nullptr) {
+    return *root.find(unwrap);
+  }
+  if (!root.is_map()) {
+    throw InputError(root.where(), root.path(), "a mapping", root.describe());
+  }
+  return root;
+}
+
+/// A training workload's model and DeepSpeed configuration, files read.
+training::TrainingSources training_sources(const ParamReader& spec, const std::string& base_dir) {
+  training::TrainingSources src;
+  const ConfigNode& model = spec.node("model");
+  if (model.is_scalar()) {
+    src.model = load_named_file(model, base_dir, "model");
+  } else if (model.is_map()) {
+    src.model = model;
+  } else {
+    throw InputError(model.where(), model.path(), "a model mapping or the path of a model file",
+                     model.describe());
+  }
+  const ConfigNode ds = spec.value("deepspeed");
+  if (ds.is_scalar()) {
+    src.deepspeed = load_named_file(ds, base_dir, "");
+  } else if (ds.is_map()) {
+    const ConfigNode* file = ds.find("file");
+    if (file != nullptr) {
+      if (!file->is_scalar()) {
+        throw InputError(file->where(), file->path(), "the path of a ds_config.json",
+                         file->describe());
+      }
+      src.deepspeed = load_named_file(*file, base_dir, "");
+      ConfigNode rest = ConfigNode::map(ds.where(), ds.path());
+      for (const auto& e : ds.entries()) {
+        if (e.key != "file") rest.set(e.key, e.key_where, e.value);
+      }
+      overlay(src.deepspeed, rest);
+    } else {
+      src.deepspeed = ds;
+    }
+  } else {
+    throw InputError(ds.where(), ds.path(), "a DeepSpeed configuration file or mapping",
+                     ds.describe());
+  }
+  return src;
+}
+
 struct WorkloadKind {
   std::string_view type;
   const ParamTable* table;
@@ -147,6 +216,11 @@ std::span<const WorkloadKind> workload_kinds() {
       {"nccl", &collectives::nccl::kNcclWorkloadTable,
        [](const engine::WorkloadInput& in, const ScenarioRun& run) {
          return collectives::nccl::make_nccl_workload(in, run.nccl);
+       }},
+      {"training", &training::kTrainingWorkloadTable,
+       [](const engine::WorkloadInput& in, const ScenarioRun& run) {
+         return training::make_training_workload(in, run.nccl,
+                                                 training_sources(in.spec, in.base_dir));
        }},
   };
   return kinds;

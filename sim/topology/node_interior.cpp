@@ -40,6 +40,34 @@ constexpr Param kServerParams[] = {
              "throughput (NCCL's tuning tables): volta (V100), ampere (A100), hopper (H100, "
              "H200), blackwell (B200, B300, GB200), cdna3 (AMD MI300X, MI325X)",
      .choices = "volta|ampere|hopper|blackwell|cdna3"},
+    {.key = "gpu_tflops",
+     .type = ParamType::Number,
+     .fallback = "989.4",
+     .help = "a GPU's dense BF16/FP16 tensor throughput, TFLOP/s, from its datasheet (H100 SXM "
+             "989.4, A100 312); the compute model of training workloads scales it by achieved "
+             "efficiencies",
+     .check = Check::Positive},
+    {.key = "gpu_tflops_fp8",
+     .type = ParamType::Number,
+     .fallback = "1978.9",
+     .help = "dense FP8 tensor throughput, TFLOP/s (0: the GPU has no FP8; A100)",
+     .check = Check::NonNegative},
+    {.key = "gpu_tflops_fp32",
+     .type = ParamType::Number,
+     .fallback = "494.7",
+     .help = "dense TF32 tensor throughput, TFLOP/s, for FP32 training (H100 SXM 494.7, A100 156)",
+     .check = Check::Positive},
+    {.key = "gpu_memory",
+     .type = ParamType::Bytes,
+     .fallback = "80GB",
+     .help = "a GPU's memory (HBM), what a training job's memory model must fit in",
+     .check = Check::Positive},
+    {.key = "gpu_memory_bandwidth",
+     .type = ParamType::Bandwidth,
+     .fallback = "3.35TB/s",
+     .help = "a GPU's memory bandwidth (H100 SXM 3.35TB/s, A100 80GB 2.039TB/s): the roofline of "
+             "memory-bound operations of training workloads",
+     .check = Check::Positive},
     {.key = "nics",
      .type = ParamType::Integer,
      .help = "RDMA NICs per server (default: one per GPU); GPU i uses NIC i*nics/gpus",
@@ -204,6 +232,11 @@ ServerSpec read_server(const ParamReader& r) {
         fabric::GpuArch::Blackwell, fabric::GpuArch::Cdna3}) {
     if (fabric::gpu_arch_name(a) == arch) s.arch = a;
   }
+  s.gpu.tflops_16bit = r.number("gpu_tflops");
+  s.gpu.tflops_fp8 = r.number("gpu_tflops_fp8");
+  s.gpu.tflops_fp32 = r.number("gpu_tflops_fp32");
+  s.gpu.memory = r.bytes("gpu_memory");
+  s.gpu.memory_bandwidth = r.bandwidth("gpu_memory_bandwidth");
   s.nic_speed = r.bandwidth("nic_speed");
   s.wire.layer = r.choice("transport") == "infiniband" ? fabric::LinkLayer::InfiniBand
                                                        : fabric::LinkLayer::RoCEv2;
@@ -286,6 +319,7 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
   s.nics = spec.nics;
   s.rack = rack;
   s.arch = spec.arch;
+  s.gpu = spec.gpu;
   s.net_latency = spec.net_latency;
   s.zone = zone;
   for (uint32_t i = 0; i < spec.gpus; ++i) {

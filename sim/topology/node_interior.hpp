@@ -21,6 +21,7 @@ struct ServerSpec {
   uint32_t gpus = 8;
   uint32_t nics = 8;
   fabric::GpuArch arch = fabric::GpuArch::Hopper;
+  fabric::GpuSpec gpu{};
   Time net_latency{};  // what the NIC's network plugin reports to NCCL as its latency
   Bandwidth nic_speed = Bandwidth::gbps(400);  // line rate
   fabric::WireFormat wire;                     // the NIC link's framing
