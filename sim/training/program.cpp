@@ -33,7 +33,7 @@ std::string_view purpose_name(Purpose p) {
 }
 
 double RankTime::total() const {
-  double t = compute + bubble + waiting;
+  double t = compute + bubble + waiting + tail;
   for (double e : exposed)
     t += e;
   return t;
@@ -179,11 +179,11 @@ void ProgramRunner::advance(engine::Simulation& sim, engine::WorkloadId id, uint
   }
   st.finished = true;
   // Until the last rank ends, a rank that is through waits.
-  times_[r].waiting -= (now - start_).in_seconds();  // the last rank adds end - start
+  times_[r].tail -= (now - start_).in_seconds();  // the last rank adds end - start
   if (++finished_ranks_ == plan_.gpus.size()) {
     end_ = now;
     for (RankTime& t : times_)
-      t.waiting += (end_ - start_).in_seconds();
+      t.tail += (end_ - start_).in_seconds();
   }
 }
 

@@ -763,6 +763,7 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
     mean.compute += t.compute;
     mean.bubble += t.bubble;
     mean.waiting += t.waiting;
+    mean.tail += t.tail;
     for (int p = 0; p < kPurposes; ++p)
       mean.exposed[p] += t.exposed[p];
   }
@@ -773,8 +774,11 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
        {Purpose::Gradients, Purpose::Parameters, Purpose::Tensor, Purpose::Experts}) {
     out.add(fmt::format("exposed_{}_s", purpose_name(p)), mean.exposed[static_cast<size_t>(p)] / n);
   }
-  out.add("bubble_s", mean.bubble / n);
-  out.add("waiting_s", mean.waiting / n);
+  // A stage through its part of the step before the others idles in the pipeline's drain: the
+  // bubble. Without stages, a rank through early waits for the others.
+  const bool staged = s_.pp > 1;
+  out.add("bubble_s", (mean.bubble + (staged ? mean.tail : 0)) / n);
+  out.add("waiting_s", (mean.waiting + (staged ? 0 : mean.tail)) / n);
   for (const Purpose p :
        {Purpose::Gradients, Purpose::Parameters, Purpose::Tensor, Purpose::Experts}) {
     out.add(fmt::format("comm_{}_s", purpose_name(p)), comm[static_cast<size_t>(p)] / steps);
@@ -786,9 +790,12 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
     uint32_t least = 0;
     double most = 0;
     for (uint32_t r = 0; r < times.size(); ++r) {
-      if (times[r].waiting < times[least].waiting) least = r;
-      most = std::max(most, times[r].waiting);
-      if (times[r].waiting / steps > 0.01 * step) waited.push_back(r);
+      const auto waited_s = [&](uint32_t i) {
+        return times[i].waiting + (staged ? 0 : times[i].tail);
+      };
+      if (waited_s(r) < waited_s(least)) least = r;
+      most = std::max(most, waited_s(r));
+      if (waited_s(r) / steps > 0.01 * step) waited.push_back(r);
     }
     out.add("waiting_max_s", most / steps);
     out.note("waited", fmt::format("ranks {} waited more than 1 % of a step; rank {} least",
