@@ -5,6 +5,7 @@
 //   rocesim calibrate fit --measured FILES --scenario SCENARIO.yaml [-o calibration.yaml]
 //   [mpirun -np N] rocesim sweep STUDY.yaml [-o sweep.h5] [--threads N]
 //   rocesim plot RESULTS.h5 [-o DIR]
+//   rocesim train SCENARIO.yaml [--max-batch]
 //   rocesim topo FILE.yaml
 //   rocesim schema
 // Exit codes (commands.hpp): 0 success, 2 bad input (scenario, arguments), 3 internal error, 1
@@ -28,6 +29,7 @@
 #include "sim/metrics/summary.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/topology/report.hpp"
+#include "sim/training/training.hpp"
 
 #ifndef ROCESIM_VERSION
 #define ROCESIM_VERSION "0.0.0"
@@ -70,6 +72,55 @@ int cmd_run(const std::string& scenario_path, const std::string& out_path,
 #ifndef __SANITIZE_ADDRESS__
   (void)run.release();
 #endif
+  return 0;
+}
+
+/// The memory of each training workload of a scenario; with `max_batch`, the largest
+/// micro-batch per GPU that fits.
+int cmd_train(const std::string& scenario_path, bool max_batch,
+              const std::vector<std::string>& sets, const std::vector<std::string>& calibrations) {
+  scenario::Overrides o;
+  o.parameters = cli::parse_sets(sets, calibrations);
+  const std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, o);
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  const auto breakdown = [&](const training::MemoryBreakdown& m) {
+    std::string parts;
+    for (const auto& [name, bytes] : m.parts)
+      parts += fmt::format("  {}={:.2f}", name, bytes / kGiB);
+    return parts;
+  };
+  int found = 0;
+  for (const engine::WorkloadState& w : run->sim->workloads()) {
+    const training::TrainingSetup* s = training::training_setup_of(*w.workload);
+    if (s == nullptr) continue;
+    ++found;
+    const double capacity = static_cast<double>(s->gpu.memory.count());
+    const auto [stage, mem] = s->peak_memory(s->micro_batch);
+    std::cout << fmt::format(
+        "{}: {} on DP {} x TP {} x PP {} x EP {}, ZeRO stage {}, micro-batch {} x {} "
+        "accumulation steps\n",
+        w.workload->name(), s->model.name.empty() ? "model" : s->model.name, s->dp, s->tp, s->pp,
+        s->ep, s->ds.zero.stage, s->micro_batch, s->grad_accumulation);
+    std::cout << fmt::format("  memory per GPU: {:.2f} GiB of {:.2f} GiB ({}; pipeline stage {})\n",
+                             mem.total() / kGiB, capacity / kGiB,
+                             mem.total() <= capacity ? "fits" : "out of memory", stage);
+    std::cout << fmt::format("  GiB:{}\n", breakdown(mem));
+    if (!max_batch) continue;
+    const int64_t best = s->max_micro_batch();
+    if (best == 0) {
+      std::cout << "  largest micro-batch that fits: none (1 does not fit)\n";
+      continue;
+    }
+    const auto [best_stage, best_mem] = s->peak_memory(best);
+    const auto [next_stage, next_mem] = s->peak_memory(best + 1);
+    std::cout << fmt::format(
+        "  largest micro-batch that fits: {} ({:.2f} GiB; {} needs {:.2f} GiB)\n  GiB:{}\n", best,
+        best_mem.total() / kGiB, best + 1, next_mem.total() / kGiB, breakdown(best_mem));
+  }
+  if (found == 0) {
+    throw InputError(SourceLocation{std::make_shared<const std::string>(scenario_path), 0, 0},
+                     "workloads", "a workload of type training", "none");
+  }
   return 0;
 }
 
@@ -272,6 +323,15 @@ int main(int argc, char** argv) {
   plot->add_option("results", plot_results, "results file (HDF5) of run or nccl-tests")->required();
   plot->add_option("-o,--output", plot_dir, "directory for the PNG files")->capture_default_str();
 
+  std::string train_path;
+  bool train_max_batch = false;
+  CLI::App* train = app.add_subcommand(
+      "train", "Memory of a scenario's training workloads, per GPU, without simulating");
+  train->add_option("scenario", train_path, "scenario file (YAML)")->required();
+  train->add_flag("--max-batch", train_max_batch,
+                  "also find the largest micro-batch per GPU that fits");
+  add_set(train, sets, calibrations);
+
   CLI::App* schema = app.add_subcommand("schema", "Print the scenario reference (Markdown)");
 
   try {
@@ -287,6 +347,7 @@ int main(int argc, char** argv) {
       return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet, sets,
                      calibrations);
     if (topo->parsed()) return cmd_topo(topo_path);
+    if (train->parsed()) return cmd_train(train_path, train_max_batch, sets, calibrations);
     if (nccl_tests->parsed()) {
       nt.args = nccl_tests->remaining();
       if (nt_no_output) nt.output.clear();

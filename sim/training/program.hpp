@@ -89,8 +89,8 @@ struct RankTime {
   double compute = 0;
   std::array<double, kPurposes> exposed{};  // blocked on communication of each purpose
   double bubble = 0;                        // blocked on a pipeline receive
-  double waiting = 0;  // blocked until the other ranks reached a collective
-  double tail = 0;     // through its program before the last rank (the step's end)
+  double waiting = 0;                       // blocked until the other ranks reached a collective
+  double tail = 0;  // through its program before the last rank (the step's end)
   double total() const;
 };
 

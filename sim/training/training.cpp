@@ -699,6 +699,7 @@ class TrainingWorkload final : public engine::Workload {
   }
   void figures(engine::WorkloadFigures& out, Time) const override;
   const ProgramRunner& runner() const { return runner_; }
+  const TrainingSetup& setup() const { return s_; }
 
  private:
   void check(engine::Simulation& sim, engine::WorkloadId id) {
@@ -804,6 +805,11 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
 }
 
 }  // namespace
+
+const TrainingSetup* training_setup_of(const engine::Workload& w) {
+  const auto* t = dynamic_cast<const TrainingWorkload*>(&w);
+  return t != nullptr ? &t->setup() : nullptr;
+}
 
 std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadInput& in,
                                                          const NcclConfig& scenario_nccl,

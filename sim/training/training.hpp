@@ -58,6 +58,9 @@ struct TrainingSetup {
 TrainingSetup read_training_setup(const engine::WorkloadInput& in, const TrainingSources& src,
                                   size_t ranks);
 
+/// The setup of a training workload, or nullptr for another kind.
+const TrainingSetup* training_setup_of(const engine::Workload& w);
+
 std::unique_ptr<engine::Workload> make_training_workload(
     const engine::WorkloadInput& in, const collectives::nccl::NcclConfig& scenario_nccl,
     const TrainingSources& src);
