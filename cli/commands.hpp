@@ -20,6 +20,7 @@ inline constexpr int kExitInternal = 3;
 struct NcclTestsCommand {
   std::string scenario;
   std::string output;  // results.h5; empty: none
+  std::string trace;   // timeline trace; empty: none
   std::optional<uint64_t> seed;
   std::optional<int> ranks;              // the job's first N ranks
   std::vector<std::string> env;          // NCCL settings KEY=VALUE over the scenario's `nccl:`

@@ -1,5 +1,5 @@
 // rocesim: the command-line front end.
-//   rocesim run SCENARIO.yaml [-o results.h5] [--seed N] [--threads N]
+//   rocesim run SCENARIO.yaml [-o results.h5] [--trace trace.json] [--seed N] [--threads N]
 //   rocesim nccl-tests --scenario SCENARIO.yaml [-o results.h5] TEST [nccl-tests flags]
 //   rocesim validate --measured LOG_OR_DIR --scenario SCENARIO.yaml [-o DIR]
 //   rocesim calibrate fit --measured FILES --scenario SCENARIO.yaml [-o calibration.yaml]
@@ -27,6 +27,7 @@
 #include "sim/metrics/hdf5_writer.hpp"
 #include "sim/metrics/output_files.hpp"
 #include "sim/metrics/summary.hpp"
+#include "sim/metrics/trace.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/topology/report.hpp"
 #include "sim/training/training.hpp"
@@ -42,7 +43,7 @@ using cli::kExitInput;
 using cli::kExitInternal;
 
 int cmd_run(const std::string& scenario_path, const std::string& out_path,
-            std::optional<uint64_t> seed, int threads, bool quiet,
+            const std::string& trace_path, std::optional<uint64_t> seed, int threads, bool quiet,
             const std::vector<std::string>& sets, const std::vector<std::string>& calibrations) {
   const auto wall0 = std::chrono::steady_clock::now();
   scenario::Overrides o;
@@ -62,9 +63,11 @@ int cmd_run(const std::string& scenario_path, const std::string& out_path,
                               run->seed,       {},        run->calibration_yaml};
     metrics::write_results_h5(out_path, *run->recorder, meta, run->compression);
   }
+  if (!trace_path.empty()) metrics::write_trace(trace_path, *run->sim, *run->recorder);
   if (!quiet) {
     std::cout << metrics::format_summary(*run->recorder, {run->name, run->seed, wall});
     if (!out_path.empty()) std::cout << fmt::format("\nresults written to {}\n", out_path);
+    if (!trace_path.empty()) std::cout << fmt::format("trace written to {}\n", trace_path);
   }
   // The process ends here: let the OS reclaim the simulation's memory in one go rather than
   // free its hundreds of thousands of objects one by one (as compilers do with -disable-free).
@@ -144,7 +147,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", ROCESIM_VERSION);
   app.require_subcommand(1);
 
-  std::string scenario_path, out_path = "results.h5", topo_path;
+  std::string scenario_path, out_path = "results.h5", topo_path, trace_path;
   std::optional<uint64_t> seed;
   int threads = 1;
   bool quiet = false, no_output = false;
@@ -186,6 +189,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   run->add_flag("--no-output", no_output, "do not write results.h5");
+  run->add_option("--trace", trace_path,
+                  "write a timeline trace (Chrome trace / Perfetto JSON) of the workloads");
   run->add_flag("-q,--quiet", quiet, "print nothing on success");
   add_set(run, sets, calibrations);
 
@@ -203,6 +208,7 @@ int main(int argc, char** argv) {
   nccl_tests->add_option("--scenario", nt.scenario, "scenario file (YAML)")->required();
   nccl_tests->add_option("-o,--output", nt.output, "results file (HDF5); none without it");
   nccl_tests->add_flag("--no-output", nt_no_output, "write no results file (the default)");
+  nccl_tests->add_option("--trace", nt.trace, "write a timeline trace (Chrome trace JSON)");
   add_seed(nccl_tests, nt.seed);
   nccl_tests->add_option("--ranks", nt.ranks, "use the job's first N ranks");
   add_set(nccl_tests, nt.set, nt.calibration);
@@ -344,8 +350,8 @@ int main(int argc, char** argv) {
 
   const auto dispatch = [&]() -> int {
     if (run->parsed())
-      return cmd_run(scenario_path, no_output ? "" : out_path, seed, threads, quiet, sets,
-                     calibrations);
+      return cmd_run(scenario_path, no_output ? "" : out_path, trace_path, seed, threads, quiet,
+                     sets, calibrations);
     if (topo->parsed()) return cmd_topo(topo_path);
     if (train->parsed()) return cmd_train(train_path, train_max_batch, sets, calibrations);
     if (nccl_tests->parsed()) {
@@ -386,8 +392,10 @@ int main(int argc, char** argv) {
     using metrics::check_output_dir;
     using metrics::check_output_path;
     if (run->parsed() && !no_output) check_output_path(out_path, "-o");
+    if (run->parsed() && !trace_path.empty()) check_output_path(trace_path, "--trace");
     if (nccl_tests->parsed() && nccl_tests->count("-o") > 0 && !nt_no_output)
       check_output_path(nt.output, "-o");
+    if (nccl_tests->parsed() && !nt.trace.empty()) check_output_path(nt.trace, "--trace");
     if (validate->parsed()) check_output_dir(val.output_dir, "-o");
     if (fit->parsed()) {
       check_output_path(cf.output, "-o");

@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "sim/collectives/nccl/nccl_tests.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
+#include "sim/metrics/trace.hpp"
 #include "sim/scenario/scenario.hpp"
 
 #ifndef ROCESIM_VERSION
@@ -127,6 +128,7 @@ int nccl_tests(const NcclTestsCommand& c) {
                               run->calibration_yaml};
     metrics::write_results_h5(c.output, *run->recorder, meta, run->compression);
   }
+  if (!c.trace.empty()) metrics::write_trace(c.trace, *run->sim, *run->recorder);
 #ifndef __SANITIZE_ADDRESS__
   (void)run.release();  // see cmd_run in main.cpp
 #endif

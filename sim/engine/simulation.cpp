@@ -8,6 +8,7 @@ namespace rocesim::engine {
 
 void Workload::on_timer(Simulation&, WorkloadId, uint64_t) {}
 void Workload::figures(WorkloadFigures&, Time) const {}
+void Workload::trace(std::vector<TraceSpan>&) const {}
 
 void Observer::on_qp_routed(QpIndex, routing::PathId) {}
 void Observer::on_qp_rerouted(QpIndex, routing::PathId, routing::PathId) {}

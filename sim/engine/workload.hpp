@@ -28,6 +28,15 @@ struct WorkloadFigures {
   }
 };
 
+/// One span of a timeline (a kernel, a collective, a transfer) for the trace (--trace): on the
+/// track `thread` (a stream) of `process` (a rank, a GPU, a communicator).
+struct TraceSpan {
+  std::string process;
+  std::string thread;
+  std::string name;
+  Time start{}, end{};
+};
+
 class Workload {
  public:
   explicit Workload(std::string name) : name_(std::move(name)) {}
@@ -48,6 +57,9 @@ class Workload {
   /// Figures specific to the workload (bus bandwidth of a collective, ...), given its duration
   /// (0 when it did not run, e.g. a training job reported out of memory).
   virtual void figures(WorkloadFigures& out, Time duration) const;
+  /// Spans of its own timeline (its operations, its ranks' streams). A workload that adds none
+  /// is traced by its flows.
+  virtual void trace(std::vector<TraceSpan>& out) const;
 
  private:
   std::string name_;

@@ -698,6 +698,15 @@ class TrainingWorkload final : public engine::Workload {
     check(sim, id);
   }
   void figures(engine::WorkloadFigures& out, Time) const override;
+  void trace(std::vector<engine::TraceSpan>& out) const override {
+    static constexpr std::string_view kStreamNames[kStreams] = {"compute", "reduce", "gather"};
+    for (const Span& s : runner_.spans()) {
+      std::string name(purpose_name(s.purpose));
+      if (s.collective) name = fmt::format("{} {}", collectives::nccl::collective_name(s.op), name);
+      out.push_back({fmt::format("rank {}", s.rank), std::string(kStreamNames[s.stream]),
+                     std::move(name), s.start, s.end});
+    }
+  }
   const ProgramRunner& runner() const { return runner_; }
   const TrainingSetup& setup() const { return s_; }
 

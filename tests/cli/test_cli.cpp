@@ -701,7 +701,7 @@ TEST(Schema, MatchesTheCommittedScenarioReference) {
 
 TEST(Help, TopLevelAndEverySubcommandExitZero) {
   for (const char* args : {"--help", "run --help", "topo --help", "schema --help",
-                           "calibrate --help", "calibrate fit --help"}) {
+                           "calibrate --help", "calibrate fit --help", "train --help"}) {
     const CommandResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr("Usage:")) << args;
@@ -710,8 +710,65 @@ TEST(Help, TopLevelAndEverySubcommandExitZero) {
   for (const char* sub : {"run", "topo", "schema"})
     EXPECT_THAT(top.out, HasSubstr(sub));
   const CommandResult run = run_cli("run --help");
-  for (const char* option : {"--output", "--seed", "--threads", "--no-output", "--quiet"})
+  for (const char* option :
+       {"--output", "--seed", "--threads", "--no-output", "--quiet", "--trace"})
     EXPECT_THAT(run.out, HasSubstr(option));
+}
+
+// ---- training jobs and the timeline trace ----
+
+/// The value a summary line "  name = value" gives, as printed (6 significant digits).
+std::string summary_value(const std::string& out, const std::string& name) {
+  const size_t at = out.find(" " + name + " = ");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + name.size() + 4;
+  return out.substr(begin, out.find('\n', begin) - begin);
+}
+
+TEST(TrainingCli, TheTraceShowsEachRanksStreamsAndTheirComputeAddsUp) {
+  // Rank 0's compute stream: its forward, backward and optimizer spans add up to the compute
+  // time of the breakdown (all ranks compute alike here), and no two spans of a track overlap.
+  const TempDir dir("trace");
+  const CommandResult r =
+      run_cli(fmt::format("run {} --no-output --trace {}",
+                          source_path("scenarios/training_zero_440m.yaml"), dir / "t.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string compute = summary_value(r.out, "compute_s");
+  ASSERT_FALSE(compute.empty()) << r.out;
+  const CommandResult check = run_command(
+      fmt::format("{} {} {} 'zero1 / rank 0' compute forward,backward,optimizer {}", ROCESIM_PYTHON,
+                  source_path("tests/cli/check_trace.py"), dir / "t.json", compute));
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  // Workloads without a timeline of their own are traced by their flows, nccl-tests by phase.
+  ASSERT_EQ(run_cli(fmt::format("run {} -q --no-output --trace {}",
+                                source_path("scenarios/quickstart.yaml"), dir / "q.json"))
+                .exit_code,
+            0);
+  EXPECT_EQ(run_command(fmt::format("{} {} {}", ROCESIM_PYTHON,
+                                    source_path("tests/cli/check_trace.py"), dir / "q.json"))
+                .exit_code,
+            0);
+  const CommandResult nt =
+      run_cli(fmt::format("nccl-tests --scenario {} --trace {} all_reduce_perf -b 1M -e 4M -f 2",
+                          source_path("scenarios/nccl_collectives.yaml"), dir / "n.json"));
+  ASSERT_EQ(nt.exit_code, 0) << nt.err;
+  const CommandResult n = run_command(fmt::format(
+      "{} {} {}", ROCESIM_PYTHON, source_path("tests/cli/check_trace.py"), dir / "n.json"));
+  EXPECT_EQ(n.exit_code, 0) << n.out;
+  EXPECT_THAT(n.out, HasSubstr("6 spans"));  // 3 sizes, out of place and in place
+}
+
+TEST(TrainingCli, TrainFindsTheLargestMicroBatchThatFits) {
+  // 440M model, ZeRO 1 on 16 A100 40GB: 16 per GPU fits, 17 does not (docs/models/training.md).
+  const CommandResult r = run_cli(
+      fmt::format("train {} --max-batch", source_path("scenarios/training_zero_440m.yaml")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("memory per GPU: 22.29 GiB of 40.00 GiB (fits"));
+  EXPECT_THAT(r.out, HasSubstr("largest micro-batch that fits: 16 ("));
+  const CommandResult none =
+      run_cli(fmt::format("train {}", source_path("scenarios/quickstart.yaml")));
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("a workload of type training"));
 }
 
 TEST(Help, VersionExitsZero) {

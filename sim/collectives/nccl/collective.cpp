@@ -744,6 +744,15 @@ class NcclWorkload final : public engine::Workload {
     runner_.on_timer(sim, id, tag);
     check(sim, id);
   }
+  void trace(std::vector<engine::TraceSpan>& out) const override {
+    for (const OpResult& r : ops_) {
+      out.push_back({name(), "operations",
+                     fmt::format("{} {} B {}/{}", collective_name(r.collective), r.bytes,
+                                 is_p2p(r.collective) ? "p2p" : algorithm_name(r.algorithm),
+                                 protocol_name(r.protocol)),
+                     r.start, r.end});
+    }
+  }
   void figures(engine::WorkloadFigures& out, Time) const override {
     if (ops_.empty()) return;
     double mean_s = 0;

@@ -315,6 +315,12 @@ void NcclTestsWorkload::advance(engine::Simulation& sim, engine::WorkloadId id) 
     rows_.push_back(row);
   }
   NcclTestsRow& row = rows_.back();
+  spans_.push_back(
+      {name(), place_ == 0 ? "out of place" : "in place",
+       fmt::format("{} {} B x {} ({}/{})", options_.test, row.size.size_bytes, options_.iters,
+                   is_p2p(options_.collective) ? "p2p" : algorithm_name(row.algorithm),
+                   protocol_name(row.protocol)),
+       phase_start_, sim.now()});
   const double us = (sim.now() - phase_start_).in_us() / options_.iters;
   row.time_us[place_] = us;
   row.algbw_GBps[place_] = us > 0 ? static_cast<double>(row.size.size_bytes) / us * 1e-3 : 0;

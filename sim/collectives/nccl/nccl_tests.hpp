@@ -96,6 +96,10 @@ class NcclTestsWorkload final : public engine::Workload {
   void on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override;
   void on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override;
   void figures(engine::WorkloadFigures& out, Time duration) const override;
+  /// One span per timed phase (a size, out of place or in place: `iters` operations).
+  void trace(std::vector<engine::TraceSpan>& out) const override {
+    out.insert(out.end(), spans_.begin(), spans_.end());
+  }
 
   const std::vector<NcclTestsRow>& rows() const { return rows_; }
   const NcclTestsOptions& options() const { return options_; }
@@ -116,6 +120,7 @@ class NcclTestsWorkload final : public engine::Workload {
   int place_ = 0;  // 0 out of place, 1 in place
   int op_ = 0;
   Time phase_start_{};
+  std::vector<engine::TraceSpan> spans_;
 };
 
 /// nccl-tests' parsesize(): an integer, optionally followed by K, M or G (powers of 1024);
