@@ -61,6 +61,7 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
     if (fresh) nodes_.emplace_back();
     nodes_[it->second].push_back(g);
   }
+  node_of_server_.assign(node_of_server.begin(), node_of_server.end());  // sorted by server
   for (const auto& n : nodes_)
     ppn_ = std::max(ppn_, static_cast<int>(n.size()));
   nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
@@ -242,13 +243,12 @@ Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const {
   Edge e{a, b, fabric::kNone, f_.node(a).server != f_.node(b).server};
   if (e.network && pxn) {
     // PXN: cross NVLink to the GPU of the sender's node on the receiver's rail; its NIC sends.
-    const size_t node =
-        static_cast<size_t>(std::find_if(nodes_.begin(), nodes_.end(),
-                                         [&](const auto& n) {
-                                           return f_.node(n.front()).server == f_.node(a).server;
-                                         }) -
-                            nodes_.begin());
-    const fabric::NodeId relay = rail_gpu(static_cast<int>(node), rail_of(b));
+    const uint32_t server = f_.node(a).server;
+    const auto it = std::lower_bound(node_of_server_.begin(), node_of_server_.end(),
+                                     std::pair<uint32_t, size_t>{server, 0});
+    ROCESIM_CHECK(it != node_of_server_.end() && it->first == server,
+                  "an edge's sender is a rank of the communicator");
+    const fabric::NodeId relay = rail_gpu(static_cast<int>(it->second), rail_of(b));
     if (relay != a && rail_of(relay) == rail_of(b)) e.relay = relay;
   }
   return e;

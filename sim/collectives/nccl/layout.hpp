@@ -114,6 +114,7 @@ class Communicator {
   const fabric::Fabric& f_;
   std::vector<fabric::NodeId> ranks_;
   std::vector<std::vector<fabric::NodeId>> nodes_;
+  std::vector<std::pair<uint32_t, size_t>> node_of_server_;  // (server, index in nodes_), sorted
   int ppn_ = 1;
   int nics_ = 1;
   bool mesh_ = false;
