@@ -284,7 +284,7 @@ TEST(DeepSpeedConfig, ReadsAsDeepSpeedDoesAndListsWhatItDoesNotModel) {
 }
 
 TEST(DeepSpeedConfig, WrongValuesAreLocatedInTheJsonFile) {
-  const auto error = [](const std::string& json) {
+  const auto error = [](const std::string& json) -> std::string {
     return test::input_error([&] { read_ds_config(scenario::load_yaml_text(json, "ds.json")); })
         .what();
   };
@@ -300,6 +300,55 @@ TEST(DeepSpeedConfig, WrongValuesAreLocatedInTheJsonFile) {
       R"({"train_batch_size": 60, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})",
       "ds.json"));
   EXPECT_THROW(bad.batch(8), InputError);
+}
+
+}  // namespace
+}  // namespace rocesim::training
+
+namespace rocesim::training {
+namespace {
+
+TEST(TrainingJobs, TwoJobsOnOneFabricShareItsLinks) {
+  // Two 16-GPU jobs, each with one server in each of two racks whose leaves have one 100 Gb/s
+  // uplink: each job's gradient AllReduce crosses that uplink, so with both jobs running each
+  // gets about half of it and its exposed communication about doubles.
+  const auto ranks = [](int first, int second) {
+    std::string out;
+    for (int base : {first, second}) {
+      for (int g = 0; g < 8; ++g)
+        out += fmt::format("{}{}", out.empty() ? "" : ", ", base + g);
+    }
+    return "[" + out + "]";
+  };
+  const std::string job = fmt::format(
+      "    type: training\n    model: {}\n    deepspeed: {{train_micro_batch_size_per_gpu: 1, "
+      "bf16: {{enabled: true}}, zero_optimization: {{stage: 2}}}}\n",
+      kSmallModel);
+  const auto yaml = [&](bool both) {
+    return fmt::format(R"(name: two-jobs
+topology:
+  type: clos
+  racks: 2
+  nodes_per_rack: 2
+  node: {{server: hgx-h100}}
+  leaf: {{uplinks: 1, uplink_speed: 100Gbps}}
+  spine: {{count: 1}}
+job: {{ranks: {}}}
+jobs:
+  - {{name: b, ranks: {}}}
+workloads:
+  - name: train_a
+{}{}
+)",
+                       ranks(0, 16), ranks(8, 24), job,
+                       both ? "  - name: train_b\n    job: b\n" + job : "");
+  };
+  const Outcome alone = run_scenario(yaml(false));
+  const Outcome shared = run_scenario(yaml(true));
+  const double comm = alone.values.at("exposed_dp_gradients_s");
+  EXPECT_GT(comm, 0.2 * alone.values.at("step_time_s"));
+  EXPECT_NEAR(shared.values.at("exposed_dp_gradients_s") / comm, 2.0, 0.3);
+  EXPECT_NEAR(shared.values.at("compute_s"), alone.values.at("compute_s"), 1e-9);
 }
 
 }  // namespace
