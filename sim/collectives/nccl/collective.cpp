@@ -269,9 +269,21 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     const double data = static_cast<double>(bytes / nch + (ch < bytes % nch ? 1 : 0));
     if (data <= 0) continue;
     Channel chan;
-    std::vector<Edge> edges;
+    // The channel's edges and their connections, made once per shape and kept: a later
+    // operation with the same algorithm, root, channel and message size reuses them.
+    const auto legs_of = [&](LegShape shape, auto make) -> const std::vector<Edge>& {
+      auto [it, fresh] = legs_.try_emplace(LegKey{shape, root, ch, message});
+      if (fresh) {
+        it->second.edges = make();
+        for (const Edge& e : it->second.edges)
+          it->second.legs.push_back(connection(sim, e, message, ch));
+      }
+      chan.legs = it->second.legs;
+      return it->second.edges;
+    };
+    const std::vector<Edge>* edges = nullptr;
     if (a == Algorithm::Ring && !bcast_like) {
-      edges = comm_.ring(ch, pxn());
+      edges = &legs_of(LegShape::Ring, [&] { return comm_.ring(ch, pxn()); });
       const double steps = c == Collective::AllReduce ? 2.0 * (n - 1) : n - 1.0;
       const double loops = std::max(1.0, std::ceil(data / (n * chunk_data)));
       const double c_data = data / (n * loops);
@@ -288,9 +300,11 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.slice /= traits.efficiency;
       chan.wire_bytes = chan.steps * chan.chunk;
     } else if (bcast_like) {
-      edges = comm_.chain(ch, root_gpu, c == Collective::Reduce, pxn());
+      const bool to_root = c == Collective::Reduce;
+      edges = &legs_of(to_root ? LegShape::ChainToRoot : LegShape::ChainFromRoot,
+                       [&] { return comm_.chain(ch, root_gpu, to_root, pxn()); });
       chan.ring = false;
-      chan.hops = static_cast<int>(edges.size());
+      chan.hops = static_cast<int>(edges->size());
       chan.slice = std::min(slice_data, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
     } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
@@ -300,21 +314,26 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // each GPU's NVLink carries (1 + 1/ppn) x its data each way, at NVLS's efficiency. The
       // node ring's legs put exactly that on every GPU link. NVLSTree sends each head's
       // reduced share up a tree of the nodes' heads over their NICs and back down.
-      for (int k = 0; k < comm_.nnodes(); ++k) {
-        for (const Edge& e : comm_.node_ring(k))
-          edges.push_back(e);
-      }
+      size_t node_legs = 0;
+      for (int k = 0; k < comm_.nnodes(); ++k)
+        node_legs += comm_.node_ring(k).size();
+      const bool nvls_tree = a == Algorithm::NvlsTree;
+      const Communicator::Tree t = nvls_tree ? comm_.leader_tree(ch) : Communicator::Tree{};
+      edges = &legs_of(nvls_tree ? LegShape::NvlsTree : LegShape::Nvls, [&] {
+        std::vector<Edge> out;
+        for (int k = 0; k < comm_.nnodes(); ++k) {
+          for (const Edge& e : comm_.node_ring(k))
+            out.push_back(e);
+        }
+        out.insert(out.end(), t.up.begin(), t.up.end());
+        out.insert(out.end(), t.down.begin(), t.down.end());
+        return out;
+      });
       const double nvlink_share =
           (1.0 + 1.0 / comm_.ppn()) / protocol_caps(tuning_input(c, nch).arch).nvls_efficiency;
-      chan.shares.assign(edges.size(), nvlink_share);
-      int depth = 0;
-      if (a == Algorithm::NvlsTree) {
-        const Communicator::Tree t = comm_.leader_tree(ch);
-        edges.insert(edges.end(), t.up.begin(), t.up.end());
-        edges.insert(edges.end(), t.down.begin(), t.down.end());
-        chan.shares.resize(edges.size(), 1.0);
-        depth = t.depth;
-      }
+      chan.shares.assign(node_legs, nvlink_share);
+      chan.shares.resize(edges->size(), 1.0);
+      const int depth = nvls_tree ? t.depth : 0;
       chan.ring = false;
       chan.hops = 2 + 2 * depth;
       chan.depth = depth;
@@ -325,8 +344,11 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // leaders' legs through the switches are added below). One slice per chunk.
       const bool tree = a == Algorithm::Tree;
       const Communicator::Tree t = tree ? comm_.tree(ch) : comm_.collnet_chains(ch);
-      edges = t.up;
-      edges.insert(edges.end(), t.down.begin(), t.down.end());
+      edges = &legs_of(tree ? LegShape::Tree : LegShape::CollNetChains, [&] {
+        std::vector<Edge> out = t.up;
+        out.insert(out.end(), t.down.begin(), t.down.end());
+        return out;
+      });
       chan.ring = false;
       chan.hops = tree ? 2 * (t.intra + t.depth) : 2 * t.intra + 2;
       const double slice =
@@ -334,15 +356,13 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.slice = std::min(slice, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
     }
-    for (const Edge& e : edges)
-      chan.legs.push_back(connection(sim, e, message, ch));
     double net_max = 0, nvlink_max = 0, sum = 0;
-    for (size_t i = 0; i < edges.size(); ++i) {
-      const double l = leg_latency_us(sim, chan.legs[i], edges[i].network);
+    for (size_t i = 0; i < edges->size(); ++i) {
+      const double l = leg_latency_us(sim, chan.legs[i], (*edges)[i].network);
       chan.latency_us.push_back(l);
-      chan.step_us.push_back(step_cost_us(edges[i].network));
+      chan.step_us.push_back(step_cost_us((*edges)[i].network));
       sum += l;
-      double& worst = edges[i].network ? net_max : nvlink_max;
+      double& worst = (*edges)[i].network ? net_max : nvlink_max;
       worst = std::max(worst, l);
     }
     if (!chan.ring) {

@@ -50,6 +50,7 @@
 // not modelled (links, NICs and the kernels' protocol throughput bound the collectives here).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -182,6 +183,28 @@ class OpRunner {
     }
   };
   std::unordered_map<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
+  // A channel's edges and connections by shape: kept from one operation to the next.
+  enum class LegShape : uint8_t {
+    Ring,
+    ChainFromRoot,
+    ChainToRoot,
+    Nvls,
+    NvlsTree,
+    Tree,
+    CollNetChains
+  };
+  struct LegKey {
+    LegShape shape;
+    int root;
+    int channel;
+    int64_t message;
+    auto operator<=>(const LegKey&) const = default;
+  };
+  struct LegSet {
+    std::vector<Edge> edges;
+    std::vector<engine::ConnectionId> legs;
+  };
+  std::map<LegKey, LegSet> legs_;
 
   // The operation in progress.
   OpResult result_;
