@@ -31,7 +31,7 @@ from . import _rocesim as _native
 from ._rocesim import InputError, __version__, schema
 
 __all__ = ["InputError", "Run", "load", "run", "sweep", "read_results", "read_validation",
-           "read_sweep", "schema", "__version__"]
+           "read_sweep", "scaling_factor", "schema", "__version__"]
 
 
 class Run:
@@ -102,6 +102,19 @@ class Run:
     def __repr__(self):
         state = f"ran to {self.end_s:.6g} s" if self.ran else "not run"
         return f"<rocesim.Run {self.name!r} seed {self.seed}, {state}>"
+
+
+def scaling_factor(smaller, larger, workload=None):
+    """DOMAIN.md's scaling factor tpg_M / tpg_m of two training runs: the throughput per GPU
+    (samples/s per GPU) of the larger configuration over that of the smaller. Each argument is a
+    Run; `workload` names the training workload (default: the first)."""
+    def per_gpu(r):
+        w = r.workloads
+        rows = w[w["type"] == "training"] if workload is None else w[w["name"] == workload]
+        if rows.empty or "samples_per_s_per_gpu" not in rows:
+            raise ValueError("no training workload with a step time in the run")
+        return float(rows["samples_per_s_per_gpu"].iloc[0])
+    return per_gpu(larger) / per_gpu(smaller)
 
 
 def _base_dir(base_dir):

@@ -621,6 +621,8 @@ std::vector<const ParamTable*> all_tables() {
   for (const WorkloadKind& k : workload_kinds())
     t.push_back(k.table);
   t.push_back(&workload::kFlowTable);
+  for (const ParamTable* s : training::training_subtables())
+    t.push_back(s);
   t.push_back(&kOutputTable);
   t.push_back(&calibration_file_table());
   t.push_back(&study_table());

@@ -197,6 +197,9 @@ double whole_elements(const ParamReader& r, std::string_view key) {
 const ParamTable& ds_config_table() {
   return kDsTable;
 }
+std::vector<const ParamTable*> ds_config_subtables() {
+  return {&kZeroTable, &kEnabledTable, &kCheckpointingTable};
+}
 
 DsConfig read_ds_config(const ConfigNode& config) {
   DsConfig ds;

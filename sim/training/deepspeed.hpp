@@ -54,6 +54,8 @@ struct DsConfig {
 };
 
 const ParamTable& ds_config_table();
+/// Its sections' tables (zero_optimization, bf16 / fp16, activation_checkpointing).
+std::vector<const ParamTable*> ds_config_subtables();
 /// Reads a DeepSpeed configuration (a mapping: a ds_config.json loaded, or written inline).
 DsConfig read_ds_config(const ConfigNode& config);
 

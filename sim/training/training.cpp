@@ -160,6 +160,14 @@ const ParamTable& straggler_table() {
   return kStragglerTable;
 }
 
+std::vector<const ParamTable*> training_subtables() {
+  std::vector<const ParamTable*> t{&model_table(), &compute_table(), &memory_table(),
+                                   &kStragglerTable, &ds_config_table()};
+  for (const ParamTable* s : ds_config_subtables())
+    t.push_back(s);
+  return t;
+}
+
 int TrainingSetup::stage_layers(int stage) const {
   return model.layers / pp + (stage < model.layers % pp ? 1 : 0);
 }
@@ -763,6 +771,7 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
   const double world = s_.world();
   out.add("step_time_s", step);
   out.add("samples_per_s", static_cast<double>(s_.global_batch()) / step);
+  out.add("samples_per_s_per_gpu", static_cast<double>(s_.global_batch()) / step / s_.world());
   out.add("tokens_per_s", tokens / step);
   out.add("tflops_per_gpu", flops / step / world * 1e-12);
   out.add("mfu", flops / step / world / gpu_for(s_.gpu, s_.ds.precision).peak_flops);

@@ -22,6 +22,9 @@ namespace rocesim::training {
 
 extern const ParamTable kTrainingWorkloadTable;
 const ParamTable& straggler_table();
+/// The tables a training workload's sections are read with (model, compute, memory,
+/// stragglers, DeepSpeed's configuration), for `rocesim schema`.
+std::vector<const ParamTable*> training_subtables();
 
 /// What the scenario layer resolves for a training workload: the model mapping (inline or from
 /// its file) and the DeepSpeed configuration (its file, overlaid with the inline keys).

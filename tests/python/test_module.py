@@ -91,6 +91,16 @@ with tempfile.TemporaryDirectory() as tmp:
     check(list(grid["routing.scheme"]) == ["ecmp", "ecmp", "e-ecmp", "e-ecmp"] and
           list(grid["seed"]) == [1, 2, 1, 2], "a keyword study's points")
 
+# The scaling factor of DOMAIN.md: per-GPU throughput of the larger run over the smaller's.
+training = os.path.join(SRC, "scenarios", "training_zero_440m.yaml")
+small = rocesim.run(training, set={"workloads[zero1].ranks": "0-7",
+                                   "workloads[zero1].deepspeed.gradient_accumulation_steps": 16})
+large = rocesim.run(training)
+tpg = [float(r.workloads["samples_per_s_per_gpu"].iloc[0]) for r in (small, large)]
+factor = rocesim.scaling_factor(small, large)
+check(abs(factor - tpg[1] / tpg[0]) < 1e-12, f"scaling factor {factor}, per GPU {tpg}")
+check(0.5 < factor <= 1.0, f"scaling factor {factor} from 8 to 16 GPUs")
+
 # A bad value is a rocesim.InputError (a ValueError) that says where and which key.
 try:
     rocesim.run(SCENARIO, set={"routing.scheme": "bogus"})
