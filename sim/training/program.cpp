@@ -93,6 +93,11 @@ void ProgramRunner::advance(engine::Simulation& sim, engine::WorkloadId id, uint
   RankState& st = ranks_[r];
   const std::vector<Instr>& prog = plan_.programs[plan_.role[r]].streams[s];
   const Time now = sim.now();
+  const auto block = [&](int stream) {  // from now unless already blocked
+    if (st.state[stream] == State::Blocked) return;
+    st.state[stream] = State::Blocked;
+    st.since[stream] = now;
+  };
   while (true) {
     if (st.state[s] == State::Running || st.state[s] == State::Arrived) return;
     if (st.pc[s] == prog.size()) break;
@@ -141,10 +146,7 @@ void ProgramRunner::advance(engine::Simulation& sim, engine::WorkloadId id, uint
           ++st.pc[s];
           continue;
         }
-        if (st.state[s] != State::Blocked) {
-          st.state[s] = State::Blocked;
-          st.since[s] = now;
-        }
+        block(s);
         return;
       }
       case Instr::Kind::Wait: {
@@ -163,10 +165,7 @@ void ProgramRunner::advance(engine::Simulation& sim, engine::WorkloadId id, uint
           ++st.pc[s];
           continue;
         }
-        if (st.state[s] != State::Blocked) {
-          st.state[s] = State::Blocked;
-          st.since[s] = now;
-        }
+        block(s);
         return;
       }
     }
