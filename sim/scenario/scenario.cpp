@@ -130,10 +130,10 @@ void overlay(ConfigNode& base, const ConfigNode& over) {
 /// A file named by a workload key, relative to `base_dir`: its root, or the value of its only
 /// key when that key is `unwrap`.
 ConfigNode load_named_file(const ConfigNode& value, const std::string& base_dir,
-                           std::string_view unwrap) {
+                           std::string_view unwrap, const std::string& root_path = "") {
   std::filesystem::path p(value.value());
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-  ConfigNode root = load_yaml_file(p.string(), "", &value);
+  ConfigNode root = load_yaml_file(p.string(), root_path, &value);
   if (root.is_map() && root.entries().size() == 1 && root.find(unwrap) != nullptr) {
     return *root.find(unwrap);
   }
@@ -157,7 +157,7 @@ training::TrainingSources training_sources(const ParamReader& spec, const std::s
   }
   const ConfigNode ds = spec.value("deepspeed");
   if (ds.is_scalar()) {
-    src.deepspeed = load_named_file(ds, base_dir, "");
+    src.deepspeed = load_named_file(ds, base_dir, "", ds.path());
   } else if (ds.is_map()) {
     const ConfigNode* file = ds.find("file");
     if (file != nullptr) {
@@ -165,7 +165,7 @@ training::TrainingSources training_sources(const ParamReader& spec, const std::s
         throw InputError(file->where(), file->path(), "the path of a ds_config.json",
                          file->describe());
       }
-      src.deepspeed = load_named_file(*file, base_dir, "");
+      src.deepspeed = load_named_file(*file, base_dir, "", ds.path());
       ConfigNode rest = ConfigNode::map(ds.where(), ds.path());
       for (const auto& e : ds.entries()) {
         if (e.key != "file") rest.set(e.key, e.key_where, e.value);

@@ -205,6 +205,11 @@ DsConfig read_ds_config(const ConfigNode& config) {
   DsConfig ds;
   ds.where = config.where();
   const ConfigNode known = known_keys(config, kDsTable, ds.not_modelled);
+  // Keys as the configuration names them, without the scenario path it sits at.
+  const std::string prefix = config.path().empty() ? "" : config.path() + ".";
+  for (std::string& key : ds.not_modelled) {
+    if (key.starts_with(prefix)) key.erase(0, prefix.size());
+  }
   const ParamReader r(known, kDsTable);
   if (r.has("train_micro_batch_size_per_gpu")) {
     ds.micro_batch = r.integer("train_micro_batch_size_per_gpu");
@@ -212,7 +217,11 @@ DsConfig read_ds_config(const ConfigNode& config) {
   if (r.has("gradient_accumulation_steps")) {
     ds.grad_accumulation = r.integer("gradient_accumulation_steps");
   }
-  if (r.has("train_batch_size")) ds.train_batch = r.integer("train_batch_size");
+  if (r.has("train_batch_size")) {
+    ds.train_batch = r.integer("train_batch_size");
+    ds.where = r.where("train_batch_size");
+    ds.path = r.path("train_batch_size");
+  }
   const bool bf16 = r.section("bf16", kEnabledTable).boolean("enabled");
   const bool fp16 = r.section("fp16", kEnabledTable).boolean("enabled");
   if (bf16 && fp16) r.fail("fp16", "bf16 or fp16 enabled, not both", "both enabled");
@@ -257,7 +266,7 @@ std::pair<int64_t, int64_t> DsConfig::batch(int64_t dp) const {
   int64_t micro = micro_batch.value_or(0);
   int64_t ga = grad_accumulation.value_or(0);
   const auto fail = [&](const std::string& found) {
-    throw InputError(where, "train_batch_size",
+    throw InputError(where, path,
                      fmt::format("train_batch_size = train_micro_batch_size_per_gpu x "
                                  "gradient_accumulation_steps x {} data-parallel ranks",
                                  dp),

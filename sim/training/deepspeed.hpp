@@ -43,7 +43,8 @@ struct DsConfig {
   bool partition_activations = false;  // activation_checkpointing.partition_activations
   ZeroConfig zero;
   std::vector<std::string> not_modelled;  // paths of keys read but not modelled
-  SourceLocation where;                   // the configuration, for errors
+  SourceLocation where;                   // train_batch_size (or the configuration), for errors
+  std::string path = "train_batch_size";  // its path
 
   /// Micro-batch and accumulation steps for `dp` data-parallel ranks, as DeepSpeed derives them
   /// (train_batch_size = micro x accumulation x dp; any two give the third; one alone: the
