@@ -134,7 +134,9 @@ ConfigNode replaced(const ConfigNode& node, std::span<const std::string> keys,
   const std::string& key = keys.front();
   const std::string child_path = config_path(node.path(), key);
   if (keys.size() == 1) {
-    ConfigNode v = ConfigNode::scalar(o.value.value(), o.value.where(), child_path);
+    ConfigNode v = o.value.is_scalar()
+                       ? ConfigNode::scalar(o.value.value(), o.value.where(), child_path)
+                       : o.value.rebased(child_path);
     copy.set(key, o.value.where(), std::move(v));
     return copy;
   }
@@ -191,7 +193,12 @@ ParamOverride parse_override(const std::string& text, const std::string& origin)
   }
   const std::string key = text.substr(0, eq);
   split_path(key, where, origin);
-  return ParamOverride{key, ConfigNode::scalar(text.substr(eq + 1), where, key)};
+  const std::string value = text.substr(eq + 1);
+  if (value.front() == '[' || value.front() == '{') {
+    // A list or a mapping, in YAML's flow form (JSON is one): `stragglers=[{ranks: [3], ...}]`.
+    return ParamOverride{key, load_yaml_text(value, origin).rebased(key)};
+  }
+  return ParamOverride{key, ConfigNode::scalar(value, where, key)};
 }
 
 ConfigNode apply_override(const ConfigNode& root, const ParamOverride& o) {
@@ -204,7 +211,8 @@ std::string overrides_yaml(const std::vector<ParamOverride>& overrides) {
   ConfigNode values = ConfigNode::map(SourceLocation{}, "parameters");
   ConfigNode from = ConfigNode::map(SourceLocation{}, "from");
   for (const ParamOverride& o : overrides) {
-    values.set(o.path, SourceLocation{}, ConfigNode::scalar(o.value.value(), {}, o.path));
+    values.set(o.path, SourceLocation{},
+               o.value.is_scalar() ? ConfigNode::scalar(o.value.value(), {}, o.path) : o.value);
     from.set(o.path, SourceLocation{}, ConfigNode::scalar(o.value.where().to_string(), {}, o.path));
   }
   ConfigNode root = ConfigNode::map(SourceLocation{}, "");

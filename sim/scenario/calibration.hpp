@@ -21,7 +21,8 @@ namespace rocesim::scenario {
 
 struct ParamOverride {
   std::string path;  // "topology.node.nic_efficiency"
-  ConfigNode value;  // the scalar, located where it was written
+  ConfigNode value;  // the value (a scalar; from --set also a list or mapping), located where it
+                     // was written
 };
 
 /// The keys of a calibration file (for docs/scenario.md).
@@ -37,7 +38,8 @@ std::vector<ParamOverride> read_calibration_file(const std::string& path,
 std::vector<std::string> split_path(const std::string& path, const SourceLocation& where,
                                     const std::string& key);
 
-/// "KEY=VALUE" from the command line; `origin` names it in messages (e.g. "--set").
+/// "KEY=VALUE" from the command line; `origin` names it in messages (e.g. "--set"). A VALUE that
+/// starts with '[' or '{' is a list or a mapping in YAML's flow form.
 ParamOverride parse_override(const std::string& text, const std::string& origin);
 
 /// `root` with the value at `o.path` replaced (or added, creating missing mappings on the way).

@@ -128,6 +128,29 @@ TEST(Calibration, ListItemsAreSetByIndexOrByName) {
   }
 }
 
+TEST(Calibration, ASetValueMayBeAListOrAMappingInFlowForm) {
+  // `ranks=[0, 2, 4]` sets a list and `node={gpus: 4, nics: 2}` a mapping, both echoed in the
+  // effective scenario; a flow value that is not YAML is a located error.
+  const std::string scenario = "topology: " + source_path("topologies/ai-zone-128.yaml") +
+                               "\nworkloads:\n  - {type: permutation, bytes: 1MiB}\n";
+  const Files f = write_files("", scenario);
+  scenario::Overrides o;
+  o.parameters.push_back(scenario::parse_override("workloads[0].ranks=[0, 2, 4, 6]", "--set"));
+  const auto run = scenario::load_scenario(f.scenario, o);
+  EXPECT_THAT(run->effective_yaml,
+              HasSubstr("ranks:\n      - 0\n      - 2\n      - 4\n      - 6\n"));
+  run->run();
+  EXPECT_EQ(run->recorder->workloads().at(0).flows, 4u);  // a permutation of 4 ranks
+  const scenario::ParamOverride m =
+      scenario::parse_override("topology.node={gpus: 4, nics: 2}", "--set");
+  ASSERT_TRUE(m.value.is_map());
+  EXPECT_EQ(m.value.find("nics")->value(), "2");
+  EXPECT_THAT(std::string(input_error([] {
+                            scenario::parse_override("workloads[0].ranks=[0, 2", "--set");
+                          }).what()),
+              HasSubstr("valid YAML"));
+}
+
 TEST(Calibration, UnknownKeyIsReportedInTheCalibrationFile) {
   const Files f = write_files("parameters:\n  topology.node.nic_eficiency: 0.5\n");
   const InputError e = input_error([&] { scenario::load_scenario(f.scenario); });
