@@ -10,6 +10,7 @@
 #include <string>
 
 #include "sim/core/params.hpp"
+#include "sim/metrics/trace.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "sim/training/deepspeed.hpp"
 #include "sim/training/memory.hpp"
@@ -349,6 +350,29 @@ workloads:
   EXPECT_GT(comm, 0.2 * alone.values.at("step_time_s"));
   EXPECT_NEAR(shared.values.at("exposed_dp_gradients_s") / comm, 2.0, 0.3);
   EXPECT_NEAR(shared.values.at("compute_s"), alone.values.at("compute_s"), 1e-9);
+}
+
+}  // namespace
+}  // namespace rocesim::training
+
+namespace rocesim::training {
+namespace {
+
+TEST(TrainingTrace, TheTraceIsBoundedAndSaysWhatItLeftOut) {
+  // Rank 0 of a 2-micro-step ZeRO 2 job: 8 layers x 2 blocks + embedding + head = 18 blocks, so
+  // 2 x 18 forward + 2 x 18 backward + 1 optimizer = 73 compute spans, plus the gradient
+  // AllReduces (one per micro-step: the bucket holds the whole model) and the parameter
+  // AllGather: 76 spans. With a bound of 10, 66 are left out.
+  auto run = test::scenario_from_yaml(
+      scenario(2, "400Gbps",
+               "    deepspeed: {train_micro_batch_size_per_gpu: 1, gradient_accumulation_steps: 2, "
+               "bf16: {enabled: true}, zero_optimization: {stage: 2}}"));
+  run->run();
+  const std::string all = metrics::trace_json(*run->sim, *run->recorder, 1000);
+  EXPECT_THAT(all, ::testing::HasSubstr("\"spans\": 76, \"spans_left_out\": 0"));
+  const std::string bounded = metrics::trace_json(*run->sim, *run->recorder, 10);
+  EXPECT_THAT(bounded, ::testing::HasSubstr("\"spans\": 10, \"spans_left_out\": 66"));
+  EXPECT_THAT(bounded, ::testing::HasSubstr("\"name\": \"train / rank 0\""));
 }
 
 }  // namespace
