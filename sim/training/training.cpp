@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "sim/core/error.hpp"
@@ -804,21 +805,29 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
   }
   out.add("collectives", static_cast<double>(runner_.collectives_run()));
   if (slowed_) {
-    // Who waited: the ranks that waited more than 1 % of a step, and the one that waited least.
+    // Who waited and for how long: the ranks that waited more than 1 % of a step (the range of
+    // their waits per step), and the one that waited least.
+    const auto waited_s = [&](uint32_t i) {
+      return (times[i].waiting + (staged ? 0 : times[i].tail)) / steps;
+    };
     std::vector<uint32_t> waited;
     uint32_t least = 0;
-    double most = 0;
+    double most = 0, fewest = std::numeric_limits<double>::infinity();
     for (uint32_t r = 0; r < times.size(); ++r) {
-      const auto waited_s = [&](uint32_t i) {
-        return times[i].waiting + (staged ? 0 : times[i].tail);
-      };
       if (waited_s(r) < waited_s(least)) least = r;
       most = std::max(most, waited_s(r));
-      if (waited_s(r) / steps > 0.01 * step) waited.push_back(r);
+      if (waited_s(r) > 0.01 * step) {
+        waited.push_back(r);
+        fewest = std::min(fewest, waited_s(r));
+      }
     }
-    out.add("waiting_max_s", most / steps);
-    out.note("waited", fmt::format("ranks {} waited more than 1 % of a step; rank {} least",
-                                   waited.empty() ? "none" : rank_list(waited), least));
+    out.add("waiting_max_s", most);
+    out.note("waited",
+             waited.empty()
+                 ? fmt::format("no rank waited more than 1 % of a step; rank {} least", least)
+                 : fmt::format("ranks {} waited {:.3g}-{:.3g} ms per step; rank {} {:.3g} ms",
+                               rank_list(waited), fewest * 1e3, most * 1e3, least,
+                               waited_s(least) * 1e3));
   }
 }
 
