@@ -113,8 +113,11 @@ void ProgramRunner::advance(engine::Simulation& sim, engine::WorkloadId id, uint
       case Instr::Kind::Collective: {
         st.state[s] = State::Arrived;
         st.since[s] = now;
-        const int32_t inst = plan_.families[static_cast<size_t>(in.family)].of_rank[r];
-        ROCESIM_CHECK(inst >= 0, "a collective's rank belongs to its communicator");
+        const std::vector<int32_t>& of_rank =
+            plan_.families[static_cast<size_t>(in.family)].of_rank;
+        ROCESIM_CHECK(r < of_rank.size() && of_rank[r] >= 0,
+                      "a collective's rank belongs to its communicator");
+        const int32_t inst = of_rank[r];
         const size_t k = runner_index(in.family, static_cast<uint32_t>(inst), s);
         const size_t members =
             plan_.families[static_cast<size_t>(in.family)].instances[inst].size();
