@@ -41,7 +41,6 @@ struct Shard {
   int tp = 1;
   double tokens = 0;      // micro-batch x seq_len
   int local_experts = 1;  // experts held by this GPU (MoE)
-  int ep = 1;             // expert-parallel ranks over which the experts are spread
 };
 
 /// Forward work of a layer's attention block (norm, QKV, core, projection, residual), of its

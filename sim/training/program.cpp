@@ -180,12 +180,12 @@ void ProgramRunner::advance(engine::Simulation& sim, engine::WorkloadId id, uint
     if (st.pc[t] != size) return;
   }
   st.finished = true;
-  // Until the last rank ends, a rank that is through waits.
-  times_[r].tail -= (now - start_).in_seconds();  // the last rank adds end - start
+  st.through = now;
   if (++finished_ranks_ == plan_.gpus.size()) {
+    // Until the last rank ends, a rank that is through waits.
     end_ = now;
-    for (RankTime& t : times_)
-      t.tail += (end_ - start_).in_seconds();
+    for (size_t i = 0; i < times_.size(); ++i)
+      times_[i].tail = (end_ - ranks_[i].through).in_seconds();
   }
 }
 

@@ -133,6 +133,7 @@ class ProgramRunner {
     std::array<Time, kStreams> op_start{};  // when its last collective started
     std::array<uint32_t, 2> received{}, consumed{};
     bool finished = false;
+    Time through{};  // when it finished its program
   };
   static constexpr uint64_t kP2pBit = uint64_t{1} << 62;
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <span>
 
 #include "sim/core/error.hpp"
 #include "sim/training/program.hpp"
@@ -179,7 +180,6 @@ Shard shard_of(const TrainingSetup& s, int64_t micro_batch) {
   Shard sh;
   sh.tp = s.tp;
   sh.tokens = static_cast<double>(micro_batch) * static_cast<double>(s.model.seq_len);
-  sh.ep = s.ep;
   sh.local_experts = s.model.experts / s.ep;
   return sh;
 }
@@ -393,29 +393,28 @@ class StageBuilder {
     const ZeroConfig& z = s_.ds.zero;
     const size_t n = blocks_.size();
     // One step's uses: per micro-step, forward in order and backward in reverse.
-    std::vector<std::pair<size_t, bool>> uses;  // block, backward
+    std::vector<size_t>& uses = use_block_;  // the block of each use
     for (int step = 0; step < s_.steps; ++step) {
       for (int64_t k = 0; k < s_.grad_accumulation; ++k) {
         for (size_t i = 0; i < n; ++i)
-          uses.emplace_back(i, false);
+          uses.push_back(i);
         for (size_t i = n; i-- > 0;)
-          uses.emplace_back(i, true);
+          uses.push_back(i);
       }
     }
-    use_block_ = uses;
     gathers_.assign(uses.size(), false);
     prefetch_from_.assign(uses.size(), 0);
     std::vector<int64_t> last(n, -1);
     std::vector<double> prefix(uses.size() + 1, 0);
     const double keep = std::min(z.max_reuse_distance, z.max_live_parameters);
     for (size_t q = 0; q < uses.size(); ++q) {
-      const Block& b = blocks_[uses[q].first];
+      const Block& b = blocks_[uses[q]];
       prefix[q + 1] = prefix[q] + b.gather;
-      const int64_t prev = last[uses[q].first];
+      const int64_t prev = last[uses[q]];
       // Still live from its last use when what was gathered since fits the reuse distance.
       gathers_[q] = b.gather > 0 && dp_size(b.expert) > 1 &&
                     (prev < 0 || prefix[q] - prefix[static_cast<size_t>(prev) + 1] > keep);
-      last[uses[q].first] = static_cast<int64_t>(q);
+      last[uses[q]] = static_cast<int64_t>(q);
     }
     // Use q's gather is issued when the compute begins use m(q), the first use such that the
     // gathers after it up to q fit the prefetch bucket (and the live-parameter bound).
@@ -423,10 +422,10 @@ class StageBuilder {
     size_t m = 0;
     double ahead = 0;  // gathered elements of uses m+1..q
     for (size_t q = 0; q < uses.size(); ++q) {
-      if (q > m && gathers_[q]) ahead += blocks_[uses[q].first].gather;
+      if (q > m && gathers_[q]) ahead += blocks_[uses[q]].gather;
       while (m < q && ahead > window) {
         ++m;
-        if (gathers_[m]) ahead -= blocks_[uses[m].first].gather;
+        if (gathers_[m]) ahead -= blocks_[uses[m]].gather;
       }
       prefetch_from_[q] = m;
     }
@@ -438,7 +437,7 @@ class StageBuilder {
     const size_t q = use_++;
     use_begin_.push_back(p_.size(kCompute));
     if (!gathers_[q]) return;
-    const Block& b = blocks_[use_block_[q].first];
+    const Block& b = blocks_[use_block_[q]];
     const ZeroConfig& z = s_.ds.zero;
     Family fam = dp_family(b.expert);
     if (backward && !b.expert && z.hpz_partition_size > 1) fam = Family::Hpz;
@@ -551,7 +550,7 @@ class StageBuilder {
   Collective grad_op_ = Collective::AllReduce;
   double pending_[2] = {0, 0};
   // ZeRO-3 gathers, per use of a block.
-  std::vector<std::pair<size_t, bool>> use_block_;
+  std::vector<size_t> use_block_;  // per use (forward, then backward, per micro-step)
   std::vector<bool> gathers_;
   std::vector<size_t> prefetch_from_;
   std::vector<uint32_t> use_begin_;
@@ -600,16 +599,20 @@ Plan::Communicators communicators(const TrainingSetup& s, Family fam, size_t n) 
 
 }  // namespace
 
+namespace {
+
+/// A training workload's setup on `gpus` (its ranks, in rank order).
 TrainingSetup read_training_setup(const engine::WorkloadInput& in, const TrainingSources& src,
-                                  size_t ranks) {
+                                  std::span<const fabric::NodeId> gpus) {
   const ParamReader& r = in.spec;
   TrainingSetup s;
+  s.gpu = in.fabric.server_of(gpus.front()).gpu;
   s.model = read_model(ParamReader(src.model, model_table()));
   s.ds = read_ds_config(src.deepspeed);
   s.tp = r.integer_as<int>("tensor_parallel");
   s.pp = r.integer_as<int>("pipeline_parallel");
   s.ep = r.integer_as<int>("expert_parallel");
-  const auto w = static_cast<int64_t>(ranks);
+  const auto w = static_cast<int64_t>(gpus.size());
   if (w % (int64_t{s.tp} * s.pp) != 0) {
     r.fail("tensor_parallel",
            fmt::format("TP x PP ({} x {}) to divide the {} ranks", s.tp, s.pp, w),
@@ -660,8 +663,6 @@ TrainingSetup read_training_setup(const engine::WorkloadInput& in, const Trainin
   s.memory_params = read_memory(r.section("memory", memory_table()));
   return s;
 }
-
-namespace {
 
 std::string rank_list(const std::vector<uint32_t>& ranks) {
   std::string out;
@@ -843,8 +844,7 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
                                                          const TrainingSources& src) {
   const ParamReader& r = in.spec;
   std::vector<fabric::NodeId> gpus = in.ranks.select(r.value("ranks"));
-  TrainingSetup s = read_training_setup(in, src, gpus.size());
-  s.gpu = in.fabric.server_of(gpus.front()).gpu;
+  TrainingSetup s = read_training_setup(in, src, gpus);
   const size_t n = gpus.size();
   Plan plan;
   plan.role.resize(n);

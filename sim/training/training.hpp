@@ -57,10 +57,6 @@ struct TrainingSetup {
   int64_t max_micro_batch() const;
 };
 
-/// Reads a training workload's setup (for `rocesim train` as well as the workload).
-TrainingSetup read_training_setup(const engine::WorkloadInput& in, const TrainingSources& src,
-                                  size_t ranks);
-
 /// The setup of a training workload, or nullptr for another kind.
 const TrainingSetup* training_setup_of(const engine::Workload& w);
 
