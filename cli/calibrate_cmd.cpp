@@ -15,29 +15,49 @@
 namespace rocesim::cli {
 namespace {
 
-/// The NIC efficiency a rocesim-nicprobe loopback measured, as a value of
-/// topology.node.nic_efficiency: the achievable RDMA WRITE bandwidth over the payload rate the
-/// port's framing leaves (its rate x mtu / (mtu + framing), sim/fabric/wire.hpp), since the
-/// scenario applies that framing itself. Fixed, or the fit's starting value when the fit names
-/// it (later values win).
-scenario::ParamOverride nic_efficiency_from_probe(const std::string& path) {
+/// What a rocesim-nicprobe loopback measured of the NIC, as values of the scenario's node keys,
+/// from its first fitted loopback sweep:
+///   topology.node.nic_speed       the port's rate (a port that trained below the NIC's speed
+///                                 shows here);
+///   topology.node.nic_efficiency  the achievable RDMA WRITE bandwidth over the payload rate the
+///                                 port's framing leaves (its rate x mtu / (mtu + framing),
+///                                 sim/fabric/wire.hpp), since the scenario applies that framing
+///                                 itself;
+///   topology.node.pcie_latency    half the one-way latency of a zero-byte write: a loopback write
+///                                 crosses the PCIe path between memory and NIC twice, and
+///                                 rocesim has no NIC latency apart from it.
+/// Fixed, or the fit's starting values when the fit names them (later values win).
+std::vector<scenario::ParamOverride> node_from_probe(const std::string& path) {
   const calibrate::NicProbeReport probe = calibrate::read_nicprobe_report(path);
   for (const calibrate::NicProbeLoopback& l : probe.loopback) {
     if (!l.fit || !l.fit->efficiency) continue;
+    const calibrate::NicProbePort* port = probe.find_port(l.device, l.port);
     fabric::WireFormat wire;
     wire.layer =
         l.link_layer == "InfiniBand" ? fabric::LinkLayer::InfiniBand : fabric::LinkLayer::RoCEv2;
     if (l.mtu > 0) wire.mtu = l.mtu;
     const double e = std::min(1.0, *l.fit->efficiency / wire.efficiency());
+    std::vector<scenario::ParamOverride> out;
+    const auto set = [&](const char* key, std::string value) {
+      out.push_back({key, ConfigNode::scalar(std::move(value), l.where, key)});
+    };
+    set("topology.node.nic_speed", fmt::format("{:.6g}Gbps", port->rate_gbps));
+    set("topology.node.nic_efficiency", fmt::format("{:.6g}", e));
     std::cout << fmt::format(
-        "NIC probe {}: {} port {}: {:.1f} Gb/s achievable, {:.2f} us per message; {:.4g} of the "
-        "line rate, of which {} framing at a {}-byte MTU leaves {:.4g}: "
-        "topology.node.nic_efficiency = {:.4g}\n",
-        path, l.device, l.port, l.fit->bandwidth_gbps, l.fit->overhead_us, *l.fit->efficiency,
-        fabric::link_layer_name(wire.layer), wire.mtu, wire.efficiency(), e);
-    return scenario::ParamOverride{
-        "topology.node.nic_efficiency",
-        ConfigNode::scalar(fmt::format("{:.6g}", e), l.where, "topology.node.nic_efficiency")};
+        "NIC probe {}: {} port {}: {:g} Gb/s port, {:.1f} Gb/s achievable, {:.2f} us per message; "
+        "{:.4g} of the line rate, of which {} framing at a {}-byte MTU leaves {:.4g}: "
+        "topology.node.nic_speed = {:g}Gbps, topology.node.nic_efficiency = {:.4g}",
+        path, l.device, l.port, port->rate_gbps, l.fit->bandwidth_gbps, l.fit->overhead_us,
+        *l.fit->efficiency, fabric::link_layer_name(wire.layer), wire.mtu, wire.efficiency(),
+        port->rate_gbps, e);
+    if (l.fit->latency_us) {
+      const double pcie_ns = *l.fit->latency_us / 2 * 1e3;
+      set("topology.node.pcie_latency", fmt::format("{:.6g}ns", pcie_ns));
+      std::cout << fmt::format(", {:.3g} us one way: topology.node.pcie_latency = {:.4g}ns",
+                               *l.fit->latency_us, pcie_ns);
+    }
+    std::cout << "\n";
+    return out;
   }
   throw InputError(SourceLocation{std::make_shared<const std::string>(path), 0, 0}, "loopback",
                    "a loopback test with a fitted bandwidth and a known port rate "
@@ -59,7 +79,10 @@ int calibrate_fit(const CalibrateFitCommand& c) {
   o.threads = c.threads;
   o.seed = c.seed;
   o.fixed = parse_sets(c.set, c.calibration);
-  if (!c.nicprobe.empty()) o.fixed.insert(o.fixed.begin(), nic_efficiency_from_probe(c.nicprobe));
+  if (!c.nicprobe.empty()) {
+    const std::vector<scenario::ParamOverride> probed = node_from_probe(c.nicprobe);
+    o.fixed.insert(o.fixed.begin(), probed.begin(), probed.end());
+  }
 
   std::vector<std::string> files;
   for (const std::string& m : c.measured) {

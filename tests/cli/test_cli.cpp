@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/lib/nicprobe_report.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "tests/support/test_support.hpp"
 #include "validation/lib/nccl_tests_log.hpp"
@@ -529,11 +530,13 @@ TEST(CalibrateFit, AFitOnOneClusterCarriesOverToAnotherWithTheSameGpus) {
   EXPECT_LT(after, before) << "nominal " << before << ", with the MI300X calibration " << after;
 }
 
-TEST(CalibrateFit, ANicProbeFixesTheNicEfficiency) {
+TEST(CalibrateFit, ANicProbeFixesTheNicSpeedEfficiencyAndPcieLatency) {
   // The sample probe (ConnectX-7, RoCE 400G) measures 387.9 Gb/s achievable RDMA WRITE
   // bandwidth, 387.9 / 400 = 0.970 of the line rate; RoCEv2 framing at its 4096-byte MTU leaves
   // 4096 / 4178 of it for payload, which the scenario applies itself, so the NIC's own
-  // efficiency is 0.970 / 0.98037 = 0.989, fixed while the launch factor is fitted.
+  // efficiency is 0.970 / 0.98037 = 0.989. Its port runs at 400 Gb/s, and its zero-byte write
+  // takes L one way (the latency fit's intercept), half of it per crossing of the PCIe path.
+  // All three are fixed while the launch factor is fitted.
   const TempDir dir("cli-calibrate-probe");
   const std::string cal = dir / "calibration.yaml";
   const CommandResult r = run_cli(
@@ -544,10 +547,20 @@ TEST(CalibrateFit, ANicProbeFixesTheNicEfficiency) {
                   source_path("tests/calibrate/nicprobe/cx7_roce_400g.yaml")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("387.9 Gb/s achievable"));
+  const calibrate::NicProbeReport probe =
+      calibrate::read_nicprobe_report(source_path("tests/calibrate/nicprobe/cx7_roce_400g.yaml"));
+  ASSERT_TRUE(probe.loopback.at(0).fit && probe.loopback.at(0).fit->latency_us);
+  const double one_way_us = *probe.loopback.at(0).fit->latency_us;
   const std::vector<scenario::ParamOverride> values = scenario::read_calibration_file(cal);
-  ASSERT_EQ(values.size(), 2u);
-  EXPECT_EQ(values[0].path, "topology.node.nic_efficiency");
-  EXPECT_NEAR(std::stod(values[0].value.value()), 387.9 / 400 / (4096.0 / 4178), 2e-3);
+  ASSERT_EQ(values.size(), 4u);
+  EXPECT_EQ(values[0].path, "topology.node.nic_speed");
+  EXPECT_EQ(values[0].value.value(), "400Gbps");
+  EXPECT_EQ(values[1].path, "topology.node.nic_efficiency");
+  EXPECT_NEAR(std::stod(values[1].value.value()), 387.9 / 400 / (4096.0 / 4178), 2e-3);
+  EXPECT_EQ(values[2].path, "topology.node.pcie_latency");
+  EXPECT_NEAR(std::stod(values[2].value.value()), one_way_us / 2 * 1e3, 1e-3);
+  EXPECT_GT(one_way_us, 1.5);  // the sample's small writes: 1.58 us one way
+  EXPECT_EQ(values[3].path, "nccl.base_latency_factor");
 }
 
 TEST(CalibrateFit, BadInputIsALocatedErrorAndWritesNothing) {

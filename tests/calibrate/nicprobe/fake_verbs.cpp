@@ -21,7 +21,30 @@
 //   FAKE_VERBS_WC_ERROR=N       the Nth RDMA WRITE completes with IBV_WC_RETRY_EXC_ERR
 //   FAKE_VERBS_NO_INLINE=1      QPs with inline data are refused (EINVAL)
 //   FAKE_VERBS_NO_GID_TABLE=1   _ibv_query_gid_table returns -EOPNOTSUPP
+//
+// The stand-in NIC of the calibration loop (tests/calibrate/standin/README.md): with
+// ROCESIM_STANDIN_SCENARIO set (and ROCESIM_STANDIN_TRUTH, _NOISE, _SEED, standin_truth.hpp), the
+// active ports are the ground truth's NIC, the NIC of the job's first GPU in that scenario with
+// the hidden values applied, and the writes take the time rocesim's model gives it:
+//
+//   * the ports report its line rate (active_speed x active_width);
+//   * a write of S bytes occupies the NIC for S / B x exp(sigma z_k), B = the payload rate of its
+//     narrowest link in the model: the NIC's port (line rate less the framing, times
+//     nic_efficiency) or its PCIe path;
+//   * its data lands, and its completion is queued, L after the NIC is through with it, where
+//     L = twice the one-way PCIe latency: a loopback write crosses the GPU-NIC path's PCIe out
+//     of host memory and back in.
+//
+// Time is virtual: the process's CLOCK_MONOTONIC (which std::chrono::steady_clock reads) is
+// this emulation's clock, so the tool times the modelled NIC exactly, however loaded the machine
+// running the test. A poll of a completion queue finds what is due; when nothing is, the clock
+// moves to the next event in flight (the CPU would have spun until then); with nothing in
+// flight it stands still (a tool waiting then would wait forever: none does). Posting takes no
+// time. Without the variable, writes land when posted and the clock is the system's.
 #include <infiniband/verbs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,8 +54,12 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <queue>
 #include <string>
 #include <vector>
+
+#include "tests/calibrate/standin/standin_truth.hpp"
 
 #undef ibv_get_device_list
 #undef ibv_query_port
@@ -69,6 +96,28 @@ struct FakeQp {
 struct FakeCq {
   ibv_cq cq{};
   std::deque<ibv_wc> entries;
+  int in_flight = 0;  // completions queued for later (timed mode)
+};
+
+/// The ground truth's NIC (timed mode, see the header comment).
+struct Timing {
+  double line_gbps = 0;     // the port's rate
+  double bytes_per_ns = 0;  // B
+  double latency_ns = 0;    // L
+};
+
+/// A write in flight (timed mode): at `due`, its data lands and its completion, if any, is
+/// queued.
+struct InFlight {
+  double due = 0;  // ns of the virtual clock
+  uint64_t order = 0;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::vector<uint8_t> inline_data;  // an inline write's data, taken at post time
+  size_t length = 0;
+  ibv_cq* cq = nullptr;  // where its completion goes; null: unsignalled
+  ibv_wc wc{};
+  bool operator>(const InFlight& o) const { return due != o.due ? due > o.due : order > o.order; }
 };
 
 struct State {
@@ -82,6 +131,11 @@ struct State {
   uint32_t next_key = 0x1000;
   uint32_t next_qpn = 0x100;
   uint64_t writes = 0;
+  // Timed mode.
+  std::optional<Timing> timing;
+  double clock_ns = 0;     // the virtual CLOCK_MONOTONIC
+  double nic_free_ns = 0;  // when the NIC is through with the writes posted so far
+  std::priority_queue<InFlight, std::vector<InFlight>, std::greater<>> in_flight;
 
   ~State() {
     if (open_lists != 0)
@@ -169,6 +223,59 @@ FakePort port(ibv_port_state st, uint8_t link_layer, uint8_t speed, uint8_t widt
   return p;
 }
 
+/// The ground truth's NIC, when ROCESIM_STANDIN_SCENARIO names the stand-in cluster; exits with
+/// 2 when it cannot be read.
+std::optional<Timing> ground_truth_nic() {
+  const char* path = std::getenv("ROCESIM_STANDIN_SCENARIO");
+  if (path == nullptr || *path == '\0') return std::nullopt;
+  try {
+    rocesim::scenario::Overrides o = rocesim::standin::truth();
+    o.skip_workloads = true;
+    const auto run = rocesim::scenario::load_scenario(path, o);
+    const rocesim::fabric::Fabric& f = run->fabric;
+    const rocesim::fabric::NodeId gpu = run->job_ranks.at(0);
+    const rocesim::fabric::NodeId nic = f.nic_of_gpu(gpu);
+    Timing t;
+    double pcie = 0, port = 0;
+    for (const rocesim::fabric::LinkId l : f.out_links(gpu)) {
+      if (f.link(l).dst != nic) continue;
+      pcie = f.link(l).capacity.bytes_per_second();
+      t.latency_ns = 2 * f.link(l).latency.in_us() * 1e3;
+    }
+    for (const rocesim::fabric::LinkId l : f.out_links(nic)) {
+      if (f.node(f.link(l).dst).kind != rocesim::fabric::NodeKind::Switch) continue;
+      port = f.link(l).capacity.bytes_per_second();
+      t.line_gbps = f.link(l).line_rate.in_gbps();
+    }
+    if (pcie <= 0 || port <= 0) throw std::runtime_error("the job's first GPU has no NIC port");
+    t.bytes_per_ns = std::min(pcie, port) * 1e-9;
+    return t;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fake verbs: the ground truth (ROCESIM_STANDIN_SCENARIO %s): %s\n", path,
+                 e.what());
+    std::exit(2);
+  }
+}
+
+/// Sets `p`'s rate as verbs encodes it: a speed code (IBTA SDR to NDR: XDR needs active_speed_ex,
+/// which Debian 12's rdma-core lacks) and a width (4X, 1X, 2X, 8X, 12X) with lanes x lane rate =
+/// `gbps`; exits with 2 when none does.
+void set_rate(ibv_port_attr& p, double gbps) {
+  const std::pair<uint8_t, double> speeds[] = {{1, 2.5}, {2, 5},   {4, 10},
+                                               {32, 25}, {64, 50}, {128, 100}};
+  const std::pair<uint8_t, int> widths[] = {{2, 4}, {1, 1}, {16, 2}, {4, 8}, {8, 12}};
+  for (const auto& [width, lanes] : widths) {
+    for (const auto& [speed, lane] : speeds) {
+      if (std::abs(lanes * lane - gbps) > 1e-6 * gbps) continue;
+      p.active_width = width;
+      p.active_speed = speed;
+      return;
+    }
+  }
+  std::fprintf(stderr, "fake verbs: no InfiniBand speed and width make %g Gb/s\n", gbps);
+  std::exit(2);
+}
+
 void build_devices(State& s) {
   if (!s.devices.empty()) return;
   // mlx5_0: RoCE.
@@ -202,6 +309,35 @@ void build_devices(State& s) {
   ib->ports.push_back(p2);
   ib->attr.phys_port_cnt = 2;
   s.devices.push_back(std::move(ib));
+
+  s.timing = ground_truth_nic();
+  if (s.timing) {
+    timespec now{};
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &now);
+    s.clock_ns = static_cast<double>(now.tv_sec) * 1e9 + static_cast<double>(now.tv_nsec);
+    s.nic_free_ns = s.clock_ns;
+    for (auto& d : s.devices) {
+      for (FakePort& p : d->ports) {
+        if (p.attr.state == IBV_PORT_ACTIVE) set_rate(p.attr, s.timing->line_gbps);
+      }
+    }
+  }
+}
+
+/// Timed mode: lands every write due by the clock, in order.
+void land_due(State& s) {
+  while (!s.in_flight.empty() && s.in_flight.top().due <= s.clock_ns) {
+    const InFlight& w = s.in_flight.top();
+    if (w.dst != nullptr) {
+      std::memmove(w.dst, w.inline_data.empty() ? w.src : w.inline_data.data(), w.length);
+    }
+    if (w.cq != nullptr) {
+      FakeCq& cq = *s.cqs.at(w.cq);
+      --cq.in_flight;
+      cq.entries.push_back(w.wc);
+    }
+    s.in_flight.pop();
+  }
 }
 
 FakeDevice* device_of(ibv_context* ctx) {
@@ -270,19 +406,45 @@ int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     } else if (dst == nullptr) {
       misuse("RDMA WRITE to memory outside the rkey's region");
       wc.status = IBV_WC_REM_ACCESS_ERR;
-    } else {
-      std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(wr->wr.rdma.remote_addr)),
-                   reinterpret_cast<const void*>(static_cast<uintptr_t>(sge.addr)), sge.length);
     }
+    auto* to = reinterpret_cast<void*>(static_cast<uintptr_t>(wr->wr.rdma.remote_addr));
+    const auto* from = reinterpret_cast<const void*>(static_cast<uintptr_t>(sge.addr));
+    const bool lands = wc.status == IBV_WC_SUCCESS;
     const bool signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0 || q.sig_all;
     q.sq.push_back({wr->wr_id, signaled});
-    if (signaled || wc.status != IBV_WC_SUCCESS) {
-      FakeCq& cq = *s.cqs.at(q.qp.send_cq);
-      if (cq.entries.size() >= static_cast<size_t>(cq.cq.cqe)) {
-        misuse("completion queue overrun");
-        return ENOMEM;
+    const bool completes = signaled || wc.status != IBV_WC_SUCCESS;
+    FakeCq& cq = *s.cqs.at(q.qp.send_cq);
+    if (completes &&
+        cq.entries.size() + static_cast<size_t>(cq.in_flight) >= static_cast<size_t>(cq.cq.cqe)) {
+      misuse("completion queue overrun");
+      return ENOMEM;
+    }
+    if (s.timing) {
+      // The NIC takes the write once it is through with the earlier ones.
+      InFlight w;
+      const double busy = static_cast<double>(sge.length) / s.timing->bytes_per_ns *
+                          rocesim::standin::noise_factor(s.writes);
+      s.nic_free_ns = std::max(s.nic_free_ns, s.clock_ns) + busy;
+      w.due = s.nic_free_ns + s.timing->latency_ns;
+      w.order = s.writes;
+      if (lands) {
+        w.dst = to;
+        w.src = from;
+        w.length = sge.length;
+        if (is_inline) {
+          const auto* b = static_cast<const uint8_t*>(from);
+          w.inline_data.assign(b, b + sge.length);
+        }
       }
-      cq.entries.push_back(wc);
+      if (completes) {
+        w.cq = q.qp.send_cq;
+        w.wc = wc;
+        ++cq.in_flight;
+      }
+      s.in_flight.push(std::move(w));
+    } else {
+      if (lands) std::memmove(to, from, sge.length);
+      if (completes) cq.entries.push_back(wc);
     }
     if (wc.status != IBV_WC_SUCCESS) q.qp.state = IBV_QPS_ERR;
   }
@@ -296,6 +458,15 @@ int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (it == s.cqs.end()) {
     misuse("ibv_poll_cq on an unknown CQ");
     return -1;
+  }
+  if (s.timing) {
+    // What is due lands; with nothing for this queue, the CPU spins until the next event in
+    // flight.
+    land_due(s);
+    if (it->second->entries.empty() && !s.in_flight.empty()) {
+      s.clock_ns = std::max(s.clock_ns, s.in_flight.top().due);
+      land_due(s);
+    }
   }
   int got = 0;
   while (got < n && !it->second->entries.empty()) {
@@ -318,6 +489,19 @@ int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
 }  // namespace
 
 extern "C" {
+
+// The process's clocks: CLOCK_MONOTONIC is the emulation's in timed mode (the header comment);
+// everything else, and everything untimed, is the system's.
+int clock_gettime(clockid_t id, timespec* ts) {
+  const State& s = state();
+  if (id != CLOCK_MONOTONIC || !s.timing) {
+    return static_cast<int>(syscall(SYS_clock_gettime, id, ts));
+  }
+  const auto ns = static_cast<int64_t>(s.clock_ns);
+  ts->tv_sec = ns / 1'000'000'000;
+  ts->tv_nsec = ns % 1'000'000'000;
+  return 0;
+}
 
 ibv_device** ibv_get_device_list(int* num_devices) {
   State& s = state();

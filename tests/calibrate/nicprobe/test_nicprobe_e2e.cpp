@@ -298,5 +298,63 @@ TEST(NicProbeFake, WriteCompletedWithAnError) {
                   "RDMA WRITE (latency test, 64 bytes) completed with an error");
 }
 
+TEST(NicProbeFake, TheStandinClusterNicIsTheGroundTruths) {
+  // The stand-in NIC of the calibration loop: the stand-in cluster's scenario with hidden values
+  // (a port trained at 200 Gb/s, NICs at 80% of the framed rate, 900 ns of PCIe latency), 2%
+  // log-normal noise per write. Expected from rocesim's model of that NIC:
+  //   port: 200 Gb/s = 4X HDR;
+  //   B = 200 Gb/s x 4096 / (4096 + 28) (InfiniBand framing) x 0.8 = 158.914 Gb/s, the NIC's
+  //       port being narrower than its PCIe path (Gen5 x16: 460 Gb/s of payload);
+  //   one-way latency of a write of s bytes: L + s / B with L = 2 x 900 ns = 1.8 us;
+  //   the bandwidth test's 200 writes of s bytes: 200 s / B back to back, plus L for the last
+  //   one's completion: a row's bandwidth is 200 x 8 s / (200 x 8 s / B + 1.8 us);
+  //   the fit of t = o + s / B to those rows: B exactly, o = L / 200.
+  // The clock is the emulation's, so the noise is all there is: 2% per write, 0.14% on a row
+  // of 200 (tolerance 0.5%), the fitted bandwidth within 0.3%, the latency intercept within
+  // 0.5%, and the same rows on a second run.
+  REQUIRE_NICPROBE();
+  const std::string env = fmt::format(
+      "ROCESIM_STANDIN_SCENARIO='{}' ROCESIM_STANDIN_TRUTH='topology.node.nic_speed=200Gbps;"
+      "topology.node.nic_efficiency=0.8;topology.node.pcie_latency=900ns' "
+      "ROCESIM_STANDIN_NOISE=0.02 ROCESIM_STANDIN_SEED=7",
+      source_path("tests/calibrate/standin/cluster.yaml"));
+  const std::string args = "--loopback -d mlx5_1 -p 1 --sizes 4K:1M -n 200 -q";
+  const CommandResult r = fake(env, args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const calibrate::NicProbeReport p = report_of(r);
+  ASSERT_EQ(p.loopback.size(), 1u);
+  const calibrate::NicProbePort* port = p.find_port("mlx5_1", 1);
+  ASSERT_NE(port, nullptr);
+  EXPECT_EQ(port->rate_gbps, 200);
+  EXPECT_EQ(port->speed, "HDR");
+  EXPECT_EQ(port->lanes, 4);
+
+  const double b_gbps = 200 * 4096.0 / (4096 + 28) * 0.8;
+  const calibrate::NicProbeLoopback& l = p.loopback[0];
+  ASSERT_TRUE(l.fit.has_value()) << l.fit_note;
+  EXPECT_NEAR(l.fit->bandwidth_gbps, b_gbps, 0.003 * b_gbps);
+  EXPECT_NEAR(*l.fit->efficiency, b_gbps / 200, 0.003 * b_gbps / 200);
+  ASSERT_TRUE(l.fit->latency_us.has_value());
+  EXPECT_NEAR(*l.fit->latency_us, 1.8, 0.005 * 1.8);
+  ASSERT_EQ(l.rows.size(), 9u);
+  for (const calibrate::NicProbeRow& row : l.rows) {
+    const double one_way = 1.8 + 8.0 * static_cast<double>(row.bytes) / (1000 * b_gbps);
+    EXPECT_NEAR(row.lat_us_median, one_way, 0.02 * one_way) << row.bytes;
+    const double stream_ns = 200 * 8.0 * static_cast<double>(row.bytes) / b_gbps + 1800;
+    const double bw = 200 * 8.0 * static_cast<double>(row.bytes) / stream_ns;
+    EXPECT_NEAR(row.bw_gbps, bw, 0.005 * bw) << row.bytes;
+  }
+  // Virtual time: the same measurements, whatever the machine's load.
+  const CommandResult again = fake(env, args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const calibrate::NicProbeReport p2 = report_of(again);
+  const std::vector<calibrate::NicProbeRow>& rows = p2.loopback.at(0).rows;
+  ASSERT_EQ(rows.size(), l.rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].bw_gbps, l.rows[i].bw_gbps);
+    EXPECT_EQ(rows[i].lat_us_median, l.rows[i].lat_us_median);
+  }
+}
+
 }  // namespace
 }  // namespace rocesim::test

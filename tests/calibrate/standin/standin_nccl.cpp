@@ -48,6 +48,7 @@
 #include "sim/collectives/nccl/nccl_tests.hpp"
 #include "sim/scenario/calibration.hpp"
 #include "standin_device.hpp"
+#include "standin_truth.hpp"
 #include "validation/lib/validate.hpp"
 
 extern char** environ;
@@ -142,23 +143,6 @@ const char* op_name(ncclRedOp_t op) {
 // ---------------------------------------------------------------------------------------------
 // The ground truth
 
-/// The hidden parameter values, as scenario overrides.
-rocesim::scenario::Overrides truth() {
-  rocesim::scenario::Overrides o;
-  const char* v = std::getenv("ROCESIM_STANDIN_TRUTH");
-  const std::string text = v != nullptr ? v : "";
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = std::min(text.find(';', start), text.size());
-    if (end > start) {
-      o.parameters.push_back(rocesim::scenario::parse_override(text.substr(start, end - start),
-                                                               "ROCESIM_STANDIN_TRUTH"));
-    }
-    start = end + 1;
-  }
-  return o;
-}
-
 /// rocesim's time for one operation on the ground truth, in microseconds (cached).
 double simulated_us(const Call& c, int nranks) {
   using Key = std::tuple<std::string, int64_t, int, std::string, std::string, int>;
@@ -186,34 +170,11 @@ double simulated_us(const Call& c, int nranks) {
   validation::NcclTestsLog log;
   log.source = "rocesim stand-in NCCL";
   log.tables.push_back(std::move(t));
-  const validation::ValidationReport report =
-      validation::validate({log}, std::getenv("ROCESIM_STANDIN_SCENARIO"), truth());
+  const validation::ValidationReport report = validation::validate(
+      {log}, std::getenv("ROCESIM_STANDIN_SCENARIO"), rocesim::standin::truth());
   const double us = report.tables.at(0).rows.at(0).simulated_time_us;
   cache.emplace(key, us);
   return us;
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/// exp(S z_k): the noise factor of operation k, the same on every rank.
-double noise_factor(int k) {
-  const char* s = std::getenv("ROCESIM_STANDIN_NOISE");
-  const double sigma = s != nullptr ? std::atof(s) : 0.0;
-  if (sigma <= 0) return 1.0;
-  const char* seed_text = std::getenv("ROCESIM_STANDIN_SEED");
-  const uint64_t seed = seed_text != nullptr ? std::strtoull(seed_text, nullptr, 10) : 1;
-  const uint64_t a = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(k)));
-  const uint64_t b = splitmix64(a);
-  // Box-Muller on two uniforms in (0, 1].
-  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;
-  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
-  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  return std::exp(sigma * z);
 }
 
 /// The injected failure for operation k of `comm`, if any: "die", "hang" or "error".
@@ -253,7 +214,9 @@ ncclResult_t execute(ncclComm& comm, cudaStream_t stream, const Call& op) {
     return ncclSuccess;
   }
   try {
-    rocesim::standin::stream_advance(stream, simulated_us(op, comm.nranks) * noise_factor(k));
+    rocesim::standin::stream_advance(
+        stream,
+        simulated_us(op, comm.nranks) * rocesim::standin::noise_factor(static_cast<uint64_t>(k)));
   } catch (const std::exception& e) {
     return fail(ncclInternalError, fmt::format("stand-in NCCL: the ground truth: {}", e.what()));
   }
