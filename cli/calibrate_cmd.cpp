@@ -74,6 +74,7 @@ int calibrate_fit(const CalibrateFitCommand& c) {
   o.train = calibrate::Selection::parse(c.train, "--train");
   o.test = calibrate::Selection::parse(c.test, "--test");
   o.max_iterations = c.max_iterations;
+  o.priors = !c.no_priors;
   o.loss = c.loss;
   o.loss_scale = c.loss_scale;
   o.threads = c.threads;

@@ -50,7 +50,9 @@ struct CalibrateFitCommand {
   std::string train, test;               // selections
   std::vector<std::string> set;          // fixed values KEY=VALUE
   std::vector<std::string> calibration;  // fixed values from calibration files
-  std::string nicprobe;                  // rocesim-nicprobe output: the NIC efficiency
+  std::string nicprobe;                  // rocesim-nicprobe output: the NIC's speed, efficiency and
+                                         // PCIe latency
+  bool no_priors = false;                // the data alone, without the parameters' priors
   int max_iterations = 40;
   std::string loss = "soft_l1";
   double loss_scale = 0.1;

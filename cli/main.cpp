@@ -282,9 +282,13 @@ int main(int argc, char** argv) {
                   "--train is given)");
   add_set(fit, cf.set, cf.calibration);
   fit->add_option("--nicprobe", cf.nicprobe,
-                  "rocesim-nicprobe output with a loopback test: its NIC efficiency (achievable "
-                  "bandwidth / port rate) sets topology.node.nic_efficiency, as the starting "
-                  "value when that parameter is fitted");
+                  "rocesim-nicprobe output with a loopback test: its port rate, NIC efficiency "
+                  "(achievable bandwidth / framed port rate) and half its zero-byte latency set "
+                  "topology.node.nic_speed, nic_efficiency and pcie_latency (as starting values "
+                  "when those parameters are fitted)");
+  fit->add_flag("--no-priors", cf.no_priors,
+                "fit to the data alone: no Gaussian priors around the physical values of "
+                "efficiencies, latency factors and times");
   fit->add_option("--max-iterations", cf.max_iterations, "Levenberg-Marquardt iterations")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));

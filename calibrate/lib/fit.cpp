@@ -25,7 +25,10 @@ constexpr double kStep = 1e-3;          // finite-difference step in scaled coor
 constexpr double kNoEffect = 1e-3;      // max |dr/dx| below which a parameter does nothing
 constexpr double kConfounded = 0.95;    // |correlation| above which two are confounded
 constexpr double kPhysicalSlack = 0.1;  // an efficiency's relative distance from its nominal
-                                        // value beyond which the fit is said to absorb an error
+                                        // value beyond which the fit is said to absorb an error,
+                                        // and the width of its prior
+constexpr double kFactorPrior = 0.5;    // prior width of NCCL's latency factors, relative
+constexpr double kTimePrior = 1.0;      // prior width of a time, relative to its nominal value
 constexpr double kSingular = 1e8;       // condition number of the scaled J'J
 
 SourceLocation origin_at(const std::string& origin) {
@@ -126,6 +129,17 @@ const ConfigNode* lookup(const ConfigNode& root, const std::string& path) {
   return n->is_scalar() ? n : nullptr;
 }
 
+/// The width of a parameter's prior around its nominal value (see the header), 0 for none.
+double prior_sigma(const FittedParameter& p) {
+  if (!(p.nominal > 0)) return 0;
+  if (p.path.ends_with("_efficiency")) return kPhysicalSlack * p.nominal;
+  if (p.path == "nccl.base_latency_factor" || p.path == "nccl.hop_latency_factor") {
+    return kFactorPrior * p.nominal;
+  }
+  if (p.type == ParamType::Time) return kTimePrior * p.nominal;
+  return 0;
+}
+
 FittedParameter resolve(const ParameterSpec& spec, const ConfigNode& effective,
                         const SourceLocation& where) {
   const Param* decl = declaration(spec.path, where);
@@ -166,6 +180,7 @@ FittedParameter resolve(const ParameterSpec& spec, const ConfigNode& effective,
                      fmt::format("{}..{}", si_text(p.type, p.lower), si_text(p.type, p.upper)));
   }
   p.value = n;
+  p.prior_sigma = prior_sigma(p);
   return p;
 }
 
@@ -632,8 +647,6 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
       }
     }
   }
-  report.fitted_cost = cost;
-  report.fitted_rms = std::sqrt(r.squaredNorm() / static_cast<double>(r.size()));
   if (!report.converged) {
     report.warnings.push_back(
         fmt::format("the fit did not converge in {} iterations; the values are the best found",
@@ -726,6 +739,53 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
           "lower bounds",
           cond));
     }
+    for (Eigen::Index a = 0; a < k; ++a) {
+      FittedParameter& q = params[static_cast<size_t>(est[static_cast<size_t>(a)])];
+      q.data_value = q.value;
+      q.data_stddev = q.stddev;
+    }
+
+    // Priors (see the header): the posterior of the data's optimum and covariance with each
+    // parameter's prior N(nominal, sigma^2), in scaled coordinates: precision L = J'WJ / s^2 +
+    // P, mean x + L^-1 P (x0 - x), one Gauss-Newton step from the data's optimum (exact for a
+    // model linear around it).
+    Eigen::VectorXd P = Eigen::VectorXd::Zero(k);
+    for (Eigen::Index a = 0; a < k; ++a) {
+      const FittedParameter& q = params[static_cast<size_t>(est[static_cast<size_t>(a)])];
+      const double sx = q.prior_sigma / (q.upper - q.lower);
+      if (options.priors && sx > 0) P[a] = 1 / (sx * sx);
+    }
+    if (P.maxCoeff() > 0 && s2 > 0) {
+      Eigen::MatrixXd L = JtJ / s2;
+      L.diagonal() += P;
+      Eigen::JacobiSVD<Eigen::MatrixXd> ls(L, Eigen::ComputeFullU | Eigen::ComputeFullV);
+      const Eigen::VectorXd lv = ls.singularValues();
+      Eigen::VectorXd linv = lv;
+      for (Eigen::Index i = 0; i < k; ++i)
+        linv[i] = lv[i] > lv[0] / kSingular ? 1 / lv[i] : 0;
+      const Eigen::MatrixXd cov = ls.matrixV() * linv.asDiagonal() * ls.matrixU().transpose();
+      Eigen::VectorXd pull(k);
+      for (Eigen::Index a = 0; a < k; ++a) {
+        const Eigen::Index j = est[static_cast<size_t>(a)];
+        pull[a] = P[a] * (x0[j] - x[j]);
+      }
+      const Eigen::VectorXd step = cov * pull;
+      for (Eigen::Index a = 0; a < k; ++a) {
+        const Eigen::Index j = est[static_cast<size_t>(a)];
+        FittedParameter& q = params[static_cast<size_t>(j)];
+        x[j] = std::clamp(x[j] + step[a], 0.0, 1.0);
+        q.value = q.lower + x[j] * (q.upper - q.lower);
+        q.stddev = std::sqrt(std::max(0.0, cov(a, a))) * (q.upper - q.lower);
+        if (std::abs(q.value - q.data_value) > q.data_stddev) {
+          report.warnings.push_back(fmt::format(
+              "{}: the measurements alone give {} +- {}; its prior, {} +- {} (the part's "
+              "physical value), holds it at {}: the data ask for more than the part's range, "
+              "and the rest of the misfit is a model error",
+              q.path, q.text(q.data_value), q.text(q.data_stddev), q.text(q.nominal),
+              q.text(q.prior_sigma), q.text(q.value)));
+        }
+      }
+    }
   }
 
   // Residuals: training rows, then held-out rows, at the nominal and the fitted values.
@@ -739,7 +799,12 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
                                           fitted[i]});
     }
   };
-  add_residuals(rows, true, t0, model.batch({x}, keep_train)[0]);
+  // The training rows at the fitted values (the posterior's, with priors).
+  const std::vector<double> fitted_train = model.batch({x}, keep_train)[0];
+  const Eigen::VectorXd rf = log_ratios(fitted_train, rows);
+  report.fitted_cost = loss.cost(rf);
+  report.fitted_rms = std::sqrt(rf.squaredNorm() / static_cast<double>(rf.size()));
+  add_residuals(rows, true, t0, fitted_train);
   if (has_test) {
     std::vector<Row> test_rows;
     const std::vector<double> nominal_test = model.times(x0, keep_test, &test_rows);
@@ -795,6 +860,10 @@ std::string calibration_yaml(const FitReport& r) {
     e.set("value", none, scalar(p.text(p.value)));
     e.set("stddev", none, std::isnan(p.stddev) ? scalar("null") : scalar(p.text(p.stddev)));
     e.set("nominal", none, scalar(p.text(p.nominal)));
+    e.set("prior_stddev", none, scalar(p.prior_sigma > 0 ? p.text(p.prior_sigma) : "none"));
+    e.set("data_value", none, scalar(p.text(std::isnan(p.data_stddev) ? p.value : p.data_value)));
+    e.set("data_stddev", none,
+          std::isnan(p.data_stddev) ? scalar("null") : scalar(p.text(p.data_stddev)));
     e.set("bounds", none, scalar(p.text(p.lower) + ".." + p.text(p.upper)));
     e.set("at_bound", none, scalar(p.at_bound ? "true" : "false"));
     e.set("identifiable", none, scalar(p.identifiable ? "true" : "false"));
@@ -830,16 +899,17 @@ std::string format_report(const FitReport& r) {
       "fitted {:.4f}\n\n",
       r.parameters.size(), r.iterations, r.converged ? "converged" : "not converged", r.simulations,
       r.loss, r.loss_scale, r.nominal_cost, r.fitted_cost, r.nominal_rms, r.fitted_rms);
-  out += fmt::format("{:<36} {:>14} {:>14} {:>14}  {}\n", "parameter", "nominal", "fitted",
-                     "stddev", "bounds");
+  out += fmt::format("{:<36} {:>14} {:>14} {:>14} {:>14}  {}\n", "parameter", "nominal",
+                     "prior stddev", "fitted", "stddev", "bounds");
   for (const FittedParameter& p : r.parameters) {
     std::string note = p.text(p.lower) + ".." + p.text(p.upper);
     if (!p.identifiable) {
       note += p.value == p.nominal ? "  not identifiable (held)" : "  not identifiable";
     }
     if (p.at_bound) note += "  at bound";
-    out += fmt::format("{:<36} {:>14} {:>14} {:>14}  {}\n", p.path, p.text(p.nominal),
-                       p.text(p.value), std::isnan(p.stddev) ? "-" : p.text(p.stddev), note);
+    out += fmt::format("{:<36} {:>14} {:>14} {:>14} {:>14}  {}\n", p.path, p.text(p.nominal),
+                       p.prior_sigma > 0 ? p.text(p.prior_sigma) : "none", p.text(p.value),
+                       std::isnan(p.stddev) ? "-" : p.text(p.stddev), note);
   }
   out += fmt::format("\n{:<6} {:<9} {:>5}   {:>22}   {:>22}\n", "rows", "band", "n",
                      "nominal |err| med/p90", "fitted |err| med/p90");

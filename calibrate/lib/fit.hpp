@@ -35,6 +35,21 @@
 // and as confounded with another when their correlation exceeds 0.95 in absolute value or the
 // scaled J'J is singular (condition number above 1e8): the data cannot tell them apart.
 //
+// Priors. A parameter with a physical value has a Gaussian prior around its nominal value (the
+// scenario's, i.e. its hardware preset's or the collective library's): an efficiency N(nominal,
+// (0.1 nominal)^2) (framing, datasheets and the library's own figures fix it to about 10%),
+// NCCL's launch and per-step latency factors N(1, 0.5^2) (NCCL's constants, measured on NVIDIA's
+// reference systems, are off by tens of percent elsewhere), a time N(nominal, nominal^2); other
+// parameters have none. They enter after the fit, with the data's covariance s^2 (J'WJ)^+ as its
+// likelihood (the Laplace approximation): the posterior precision is J'WJ / s^2 + P, P the
+// priors' precisions, and the posterior mean is one Gauss-Newton step from the data's optimum
+// toward the nominal values, x + (J'WJ / s^2 + P)^-1 P (x0 - x). The noisier the rows (s^2,
+// model errors included), the more the priors hold: a parameter the data can only move by
+// absorbing a model error stays near its physical value, and the report says when a prior held
+// a parameter more than one of the data's standard deviations from where the data alone put it.
+// `value` and `stddev` are the posterior's; `data_value` and `data_stddev` the data's alone, and
+// identifiability, correlations and the absorbed-error warnings are about the data alone.
+//
 // Cross-validation: the fit uses the `train` selection of the measured rows; the `test`
 // selection (by default, when `train` is given, every other row) is simulated with the nominal
 // and with the fitted values, and its errors are reported per size band.
@@ -42,6 +57,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +124,8 @@ struct FitOptions {
   double loss_scale = 0.1;       // f: the log-ratio residual where the loss turns robust
   int threads = 1;
   std::optional<uint64_t> seed;
+  /// Combine the fit with the parameters' priors (see the header); false: the data alone.
+  bool priors = true;
   /// Values applied before fitting and not fitted (e.g. --set, or a NIC probe's efficiency).
   std::vector<scenario::ParamOverride> fixed;
   /// Called at the start of each iteration (1-based) with the iteration limit and the cost so
@@ -115,11 +133,15 @@ struct FitOptions {
   std::function<void(int iteration, int max_iterations, double cost)> on_iteration;
 };
 
+inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
 struct FittedParameter {
   std::string path;
   ParamType type = ParamType::Number;
   double nominal = 0, lower = 0, upper = 0;  // SI: seconds, bit/s, bytes, or plain
-  double value = 0, stddev = 0;
+  double value = 0, stddev = 0;              // with priors: the posterior's
+  double prior_sigma = 0;                    // the prior's width around `nominal` (SI); 0: no prior
+  double data_value = 0, data_stddev = kNoValue;  // the data's alone (NaN when not estimated)
   bool at_bound = false;
   bool identifiable = true;
   /// The value as scenario text with its unit ("2.31us", "391.5Gbps", "0.9321").

@@ -188,6 +188,34 @@ TEST(Fit, AParameterLessCertainThanItsValueIsNotIdentifiable) {
   EXPECT_THAT(testing::PrintToString(r.warnings), HasSubstr("exceeds its fitted value"));
 }
 
+TEST(Fit, APriorAndTheDataCombineAsTwoGaussians) {
+  // The same weakly determined launch factor (truth 1.3 here). Its prior is N(1, 0.5^2); the
+  // data alone give d +- s. For one parameter the posterior of two Gaussians is the precision-
+  // weighted mean (d / s^2 + 1 / 0.5^2) / (1 / s^2 + 1 / 0.5^2) with standard deviation
+  // (1 / s^2 + 1 / 0.5^2)^(-1/2), which the fit must report (to rounding), saying that the prior
+  // held the value when it moved it more than s. Without priors the value is the data's.
+  const NcclTestsLog log = simulate({"nccl.base_latency_factor=1.3"}, 0.05, 11);
+  FitOptions o = options({"nccl.base_latency_factor"});
+  o.train = Selection::parse("size=256MiB..", "--train");
+  const FitReport r = calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+  const calibrate::FittedParameter& q = param(r, "nccl.base_latency_factor");
+  EXPECT_EQ(q.prior_sigma, 0.5);
+  ASSERT_FALSE(std::isnan(q.data_stddev));
+  EXPECT_GT(q.data_stddev, 0.5);  // the data alone determine it worse than the prior
+  const double wd = 1 / (q.data_stddev * q.data_stddev), wp = 1 / 0.25;
+  EXPECT_NEAR(q.value, (q.data_value * wd + 1.0 * wp) / (wd + wp), 1e-9);
+  EXPECT_NEAR(q.stddev, 1 / std::sqrt(wd + wp), 1e-9);
+  EXPECT_LT(q.stddev, 0.5);
+  EXPECT_EQ(testing::PrintToString(r.warnings).find("holds it at") != std::string::npos,
+            std::abs(q.value - q.data_value) > q.data_stddev);
+
+  o.priors = false;
+  const FitReport alone = calibrate::fit({log}, {"synthetic"}, scenario_path(), o);
+  const calibrate::FittedParameter& a = param(alone, "nccl.base_latency_factor");
+  EXPECT_EQ(a.value, q.data_value);
+  EXPECT_EQ(a.stddev, q.data_stddev);
+}
+
 TEST(Fit, CrossValidationReportsTheHeldOutRows) {
   // Fit on sizes up to 128 MiB, test on 512 MiB. The NIC efficiency acts where the NICs are the
   // bottleneck: from 128 MiB on, where NCCL runs Simple (below, LL and LL128 are bound by the
