@@ -9,6 +9,7 @@
 #include <span>
 
 #include "sim/core/error.hpp"
+#include "sim/core/memory.hpp"
 #include "sim/training/program.hpp"
 
 namespace rocesim::training {
@@ -303,6 +304,40 @@ int64_t TrainingSetup::max_micro_batch() const {
     (fits(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+namespace {
+
+// Instructions per micro-step apart from the blocks (pipeline sends and receives, the waits
+// that end a backward pass, the final bucket flushes), and per step (the optimizer).
+constexpr double kInstrPerMicroStep = 8;
+constexpr double kInstrPerStep = 2;
+
+}  // namespace
+
+double program_instructions_bound(const TrainingSetup& s, int stage) {
+  const std::vector<Block> blocks = stage_blocks(s, stage, s.micro_batch);
+  const ZeroConfig& z = s.ds.zero;
+  const double passes = s.checkpointing == Checkpointing::Full ? 3 : 2;  // fwd, (recompute), bwd
+  // Per micro-step, as StageBuilder adds them: each pass of a block is its compute with its
+  // tensor-parallel AllReduce and two expert AlltoAlls; ZeRO-3 gathers a block for each of its
+  // two uses (a wait, the AllGather, the compute's wait); a block's gradients close at most one
+  // bucket (its reduction and the wait before it).
+  double per_micro = kInstrPerMicroStep;
+  for (const Block& b : blocks) {
+    per_micro += passes * (1 + (b.tensor ? 1 : 0) + (b.alltoall ? 2 : 0)) +
+                 (z.stage == 3 && b.gather > 0 ? 6 : 0) + 2;
+  }
+  // ZeRO 1 and 2 gather the updated parameters in allgather_bucket_size chunks every step; stage
+  // 0 and pipelined stage 1 reduce every block's gradients after the last micro-step.
+  double per_step = kInstrPerStep + 2 * static_cast<double>(blocks.size()) + 2;
+  if (z.stage == 1 || z.stage == 2) {
+    const StageParams sp = stage_params(blocks);
+    per_step +=
+        std::ceil(sp.dense / z.allgather_bucket) + std::ceil(sp.expert / z.allgather_bucket);
+  }
+  return static_cast<double>(s.steps) *
+         (static_cast<double>(s.grad_accumulation) * per_micro + per_step);
 }
 
 namespace {
@@ -719,6 +754,7 @@ class TrainingWorkload final : public engine::Workload {
   }
   const ProgramRunner& runner() const { return runner_; }
   const TrainingSetup& setup() const { return s_; }
+  const Plan& plan() const { return runner_.plan(); }
 
  private:
   void check(engine::Simulation& sim, engine::WorkloadId id) {
@@ -839,6 +875,11 @@ const TrainingSetup* training_setup_of(const engine::Workload& w) {
   return t != nullptr ? &t->setup() : nullptr;
 }
 
+const Plan* training_plan_of(const engine::Workload& w) {
+  const auto* t = dynamic_cast<const TrainingWorkload*>(&w);
+  return t != nullptr ? &t->plan() : nullptr;
+}
+
 std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadInput& in,
                                                          const NcclConfig& scenario_nccl,
                                                          const TrainingSources& src) {
@@ -882,6 +923,32 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
         plan.slowdown[rank] *= f;
       slowed = true;
     }
+  }
+  // The programs' memory, bounded before they are built (docs/reliability.md): each stage's, and
+  // ZeRO-3's gather plan of two uses per block and micro-step (four words each).
+  double instructions = 0, largest = 0, uses = 0;
+  for (int stage = 0; stage < s.pp; ++stage) {
+    const double k = program_instructions_bound(s, stage);
+    instructions += k;
+    largest = std::max(largest, k);
+    if (s.ds.zero.stage == 3) {
+      uses += 2.0 * static_cast<double>(s.steps) * static_cast<double>(s.grad_accumulation) *
+              static_cast<double>(stage_blocks(s, stage, s.micro_batch).size());
+    }
+  }
+  const double bytes = instructions * static_cast<double>(sizeof(Instr)) + uses * 32;
+  const auto available = static_cast<double>(available_memory_bytes());
+  if (largest > kMaxProgramInstructions || (available > 0 && bytes > available)) {
+    r.fail("steps",
+           largest > kMaxProgramInstructions
+               ? fmt::format("a training job of at most {} instructions per pipeline stage",
+                             kMaxProgramInstructions)
+               : fmt::format("a training job whose programs fit in this machine's memory ({} "
+                             "available)",
+                             format_memory(available)),
+           fmt::format("{} steps of {} micro-steps over {} pipeline stages: up to {:.3g} "
+                       "instructions, about {}",
+                       s.steps, s.grad_accumulation, s.pp, instructions, format_memory(bytes)));
   }
   for (int stage = 0; stage < s.pp; ++stage)
     plan.programs.push_back(StageBuilder(s, stage).build());

@@ -57,8 +57,17 @@ struct TrainingSetup {
   int64_t max_micro_batch() const;
 };
 
+/// An upper bound on the instructions of a pipeline stage's program (all of its steps), known
+/// before it is built: the workload refuses a job whose programs would not fit in the machine's
+/// memory, or that would have more than kMaxProgramInstructions in a stage, with the estimate.
+double program_instructions_bound(const TrainingSetup& s, int stage);
+inline constexpr double kMaxProgramInstructions = 1u << 31;
+
 /// The setup of a training workload, or nullptr for another kind.
 const TrainingSetup* training_setup_of(const engine::Workload& w);
+struct Plan;  // program.hpp
+/// The per-rank programs of a training workload, or nullptr for another kind.
+const Plan* training_plan_of(const engine::Workload& w);
 
 std::unique_ptr<engine::Workload> make_training_workload(
     const engine::WorkloadInput& in, const collectives::nccl::NcclConfig& scenario_nccl,

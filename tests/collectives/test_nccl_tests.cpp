@@ -49,6 +49,20 @@ TEST(NcclTestsArgs, SizesStepsAndCountsAsNcclTestsReadsThem) {
   EXPECT_EQ(parse({"all_reduce_perf", "-g", "1", "-c", "0"}).ignored.size(), 2u);
 }
 
+TEST(NcclTestsArgs, TheLongestSweepAllowedIsTenThousandSizes) {
+  // -b 8 -e 80000 -i 8: (80000 - 8) / 8 + 1 = 10000 sizes, the bound; one more step is refused.
+  // By factors the count is small however wide the range: 8 B to 8 GiB by 2 is 31 sizes.
+  EXPECT_EQ(
+      nccl_tests_sweep(parse({"all_reduce_perf", "-b", "8", "-e", "80000", "-i", "8"})).size(),
+      10000u);
+  const InputError e = test::input_error([&] {
+    parse({"all_reduce_perf", "-b", "8", "-e", "80008", "-i", "8"});
+  });
+  EXPECT_EQ(e.key(), "-i");
+  EXPECT_EQ(nccl_tests_sweep(parse({"all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2"})).size(),
+            31u);
+}
+
 TEST(NcclTestsArgs, BadArgumentsNameTheFlag) {
   struct Case {
     std::vector<std::string> args;
@@ -64,6 +78,8 @@ TEST(NcclTestsArgs, BadArgumentsNameTheFlag) {
       {{"all_reduce_perf", "-o", "every"}, "-o", "one reduction"},
       {{"all_reduce_perf", "-q", "1"}, "-q", "an nccl-tests flag"},
       {{"all_reduce_perf", "-n"}, "-n", "a value after the flag"},
+      // 8 B to 8 GiB by 8 B: 2^30 sizes, refused before any is made (each would be simulated).
+      {{"all_reduce_perf", "-b", "8", "-e", "8G", "-i", "8"}, "-i", "at most 10000 sizes"},
   };
   for (const Case& c : cases) {
     const InputError e = test::input_error([&] { parse(c.args); });

@@ -74,11 +74,7 @@ TEST(Hardening, TextMustBeUtf8WithoutNul) {
             "r\xC3\xA9seau \xE2\x86\x92 \xF0\x9F\x9A\x80");
 }
 
-/// Sets ROCESIM_MEMORY_LIMIT for the scope of a test.
-struct MemoryLimit {
-  explicit MemoryLimit(const char* bytes) { ::setenv("ROCESIM_MEMORY_LIMIT", bytes, 1); }
-  ~MemoryLimit() { ::unsetenv("ROCESIM_MEMORY_LIMIT"); }
-};
+using test::MemoryLimit;
 
 std::string clos(int racks, int nodes_per_rack, const std::string& workload) {
   return test::clos_topology(racks, nodes_per_rack, 8, 16) + "workloads:\n  - " + workload + "\n";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,14 @@ InputError input_error(F&& f) {
 inline double roce_payload(double line_bps) {
   return static_cast<double>(std::llround(line_bps * 4096.0 / 4178.0)) / 8;
 }
+
+/// Sets ROCESIM_MEMORY_LIMIT (the memory a scenario may assume the machine has) for a scope.
+struct MemoryLimit {
+  explicit MemoryLimit(const char* bytes) { ::setenv("ROCESIM_MEMORY_LIMIT", bytes, 1); }
+  ~MemoryLimit() { ::unsetenv("ROCESIM_MEMORY_LIMIT"); }
+  MemoryLimit(const MemoryLimit&) = delete;
+  MemoryLimit& operator=(const MemoryLimit&) = delete;
+};
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

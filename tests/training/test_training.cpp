@@ -15,6 +15,8 @@
 #include "sim/training/deepspeed.hpp"
 #include "sim/training/memory.hpp"
 #include "sim/training/model.hpp"
+#include "sim/training/program.hpp"
+#include "sim/training/training.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace rocesim::training {
@@ -311,6 +313,64 @@ TEST(DeepSpeedConfig, WrongValuesAreLocatedInTheJsonFile) {
 
 namespace rocesim::training {
 namespace {
+
+TEST(TrainingJobs, TheProgramEstimateBoundsWhatIsBuilt) {
+  // A job's programs are bounded before they are built (program_instructions_bound), so that a
+  // job too large for the machine is refused at once. The bound must hold for every ZeRO stage,
+  // with tensor, pipeline and expert parallelism and recomputation, and must not be so loose
+  // that it refuses jobs several times smaller than the machine: within 4x of what is built.
+  const std::string moe =
+      "{name: moe, layers: 4, hidden_size: 1024, heads: 8, ffn_size: 2048, vocab_size: 256, "
+      "seq_len: 1024, experts: 8, top_k: 2}";
+  struct Case {
+    std::string layout, model;
+    int stage;
+  };
+  const std::vector<Case> cases = {
+      {"", kDeepModel, 0},
+      {"", kDeepModel, 1},
+      {"", kDeepModel, 2},
+      {"", kDeepModel, 3},
+      {"    tensor_parallel: 2\n    pipeline_parallel: 2\n    activation_checkpointing: full\n",
+       kDeepModel, 1},
+      {"    expert_parallel: 4\n", moe, 3},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.layout + " stage " + std::to_string(c.stage));
+    const std::string ds = fmt::format(
+        "    deepspeed: {{train_micro_batch_size_per_gpu: 1, gradient_accumulation_steps: 4, "
+        "bf16: {{enabled: true}}, zero_optimization: {{stage: {}, reduce_bucket_size: 2e7, "
+        "allgather_bucket_size: 5e7}}}}\n    steps: 2\n{}",
+        c.stage, c.layout);
+    auto run = test::scenario_from_yaml(scenario(2, "400Gbps", ds, c.model));
+    const engine::Workload& w = *run->sim->workloads()[0].workload;
+    const TrainingSetup& s = *training_setup_of(w);
+    const Plan& plan = *training_plan_of(w);
+    for (int stage = 0; stage < s.pp; ++stage) {
+      size_t built = 0;
+      for (const auto& stream : plan.programs.at(static_cast<size_t>(stage)).streams)
+        built += stream.size();
+      const double bound = program_instructions_bound(s, stage);
+      EXPECT_GE(bound, static_cast<double>(built)) << "stage " << stage;
+      EXPECT_LE(bound, 4.0 * static_cast<double>(built)) << "stage " << stage;
+    }
+  }
+}
+
+TEST(TrainingJobs, AJobTooLargeForTheMachineIsRefusedWithItsEstimateBeforeItIsBuilt) {
+  // A million micro-steps of the 32-layer model would build programs of about 10 GB; with the
+  // machine's memory capped at 64 MiB (ROCESIM_MEMORY_LIMIT) the job is refused at its `steps`,
+  // with the estimate, before anything is built.
+  const test::MemoryLimit limit("67108864");
+  const std::string ds =
+      "    deepspeed: {train_micro_batch_size_per_gpu: 1, gradient_accumulation_steps: 1000000, "
+      "bf16: {enabled: true}, zero_optimization: {stage: 1}}";
+  const InputError e =
+      test::input_error([&] { test::scenario_from_yaml(scenario(2, "400Gbps", ds, kDeepModel)); });
+  EXPECT_THAT(e.key(), testing::HasSubstr("steps"));
+  EXPECT_THAT(e.what(), testing::HasSubstr("fit in this machine's memory"));
+  EXPECT_THAT(e.what(), testing::HasSubstr("1000000 micro-steps"));
+}
 
 TEST(TrainingJobs, TwoJobsOnOneFabricShareItsLinks) {
   // Two 16-GPU jobs, each with one server in each of two racks whose leaves have one 100 Gb/s

@@ -53,6 +53,8 @@ constexpr std::array<std::string_view, 6> kOps{"sum", "prod", "min", "max", "avg
 constexpr std::array<std::string_view, 10> kAllTypes{
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
 constexpr std::array<std::string_view, 5> kAllOps{"sum", "prod", "max", "min", "avg"};
+// The most sizes one sweep may have (nccl-tests' own sweeps have tens).
+constexpr int64_t kMaxSweepSizes = 10000;
 
 [[noreturn]] void bad(const std::string& flag, const std::string& expected,
                       const std::string& found) {
@@ -198,6 +200,23 @@ NcclTestsOptions parse_nccl_tests_args(const std::vector<std::string>& args) {
         std::to_string(o.max_bytes));
   }
   if (!factor_set) o.step_factor = 1;
+  if (o.sizes.empty()) {
+    // The sweep is materialised (and every size simulated): bound it before building it, so
+    // that -b 8 -e 8G -i 8 is refused at once instead of filling the memory with 2^30 sizes.
+    int64_t n = 1;
+    if (o.step_factor > 1) {
+      for (int64_t b = o.min_bytes; b > 0 && b <= o.max_bytes / o.step_factor; b *= o.step_factor)
+        ++n;
+    } else {
+      n += (o.max_bytes - o.min_bytes) / o.step_bytes;
+    }
+    if (n > kMaxSweepSizes) {
+      bad(o.step_factor > 1 ? "-f" : "-i",
+          fmt::format("a sweep of at most {} sizes from -b {} to -e {}", kMaxSweepSizes,
+                      o.min_bytes, o.max_bytes),
+          o.step_factor > 1 ? std::to_string(o.step_factor) : std::to_string(o.step_bytes));
+    }
+  }
   if (!has_root(o.collective) && o.root != 0) o.ignored.push_back(fmt::format("-r {}", o.root));
   return o;
 }
