@@ -30,8 +30,8 @@ namespace {
 std::vector<scenario::ParamOverride> node_from_probe(const std::string& path) {
   const calibrate::NicProbeReport probe = calibrate::read_nicprobe_report(path);
   for (const calibrate::NicProbeLoopback& l : probe.loopback) {
-    if (!l.fit || !l.fit->efficiency) continue;
     const calibrate::NicProbePort* port = probe.find_port(l.device, l.port);
+    if (!l.fit || !l.fit->efficiency || port == nullptr) continue;
     fabric::WireFormat wire;
     wire.layer =
         l.link_layer == "InfiniBand" ? fabric::LinkLayer::InfiniBand : fabric::LinkLayer::RoCEv2;
