@@ -541,6 +541,26 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
   EXPECT_NEAR(w.at("simple").seconds, bus / (8 * kB), 0.01 * bus / (8 * kB));
 }
 
+TEST(NcclBehaviour, NvlsTreeIsBoundByItsKernelsThroughput) {
+  // NVLSTree's kernel moves at most perChMaxNVLSTreeBws per head of the NVLS graph (NCCL 2.30,
+  // Hopper: 57.7 GB/s on 2 nodes, 45.5 beyond; HARDWARE.md 5.5), which NCCL converts like a
+  // ring's: algBw = cap x 8 heads x n / (2 (n - 1)). Latencies off, S = 4 GiB:
+  //  * 2 nodes (n = 16): 57.7 x 8 x 16/30 = 246.19 GB/s, S / 246.19e9 = 17.45 ms. Without the
+  //    cap NVLink would bind: each GPU's link carries (1 + 1/8) S at 0.85 x 450 GB/s, an
+  //    algBw of 340 GB/s; the NICs carry S / 8 each way, 8 x 49 GB/s a node;
+  //  * 4 nodes (n = 32): 45.5 x 8 x 32/62 = 187.87 GB/s, S / 187.87e9 = 22.86 ms.
+  const double s = 4096 * kMiB;
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLSTree}\n";
+  const Figures two = run_one(rail_topology(2, 8), nccl, "collective: allreduce, bytes: 4GiB");
+  EXPECT_EQ(two.notes.at("algorithm"), "NVLSTree");
+  const double two_expected = s / (57.7e9 * 8 * 16 / 30);
+  EXPECT_NEAR(two.seconds, two_expected, 0.01 * two_expected);
+  const Figures four = run_one(rail_topology(4, 8), nccl, "collective: allreduce, bytes: 4GiB");
+  const double four_expected = s / (45.5e9 * 8 * 32 / 62);
+  EXPECT_NEAR(four.seconds, four_expected, 0.01 * four_expected);
+}
+
 TEST(NcclBehaviour, TreeThresholdOfOlderReleasesPicksTreeOrRing) {
   // NCCL_TREE_THRESHOLD=1MiB: AllReduce below 1 MiB runs Tree, from 1 MiB on Ring, whatever the
   // tuner would choose.

@@ -425,7 +425,9 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
 double OpRunner::protocol_cap() const {
   // NCCL's per-channel protocol throughput (tuning.cc) is a bus bandwidth per channel of its
   // graph: spread over the channels the kernel runs, and for trees and CollNet halved, since
-  // their bus bandwidth counts the data going up and coming down (algBw = busBw / 2).
+  // their bus bandwidth counts the data going up and coming down (algBw = busBw / 2). The
+  // NVLSTree kernel's is per head of the NVLS graph, and NCCL converts it to an algorithm
+  // bandwidth as a ring's (algBw = busBw x nRanks / nSteps).
   const TuningInput in = tuning_input(result_.collective, result_.channels);
   // RCCL's HIP build has none of these caps (its model scales bandwidth by ratios instead).
   if (in.rccl != nullptr) return network::kNoRateCap;
@@ -443,6 +445,11 @@ double OpRunner::protocol_cap() const {
       break;
     case Protocol::Simple:
       if (result_.algorithm == Algorithm::Tree) bus = caps.tree[col] * per_graph;
+      if (result_.algorithm == Algorithm::NvlsTree && caps.nvls_tree[col] > 0) {
+        // NVLSTree runs AllReduce only: nSteps = 2 (n - 1).
+        return caps.nvls_tree[col] * in.nvls_heads / result_.channels * in.nranks /
+               (2.0 * (in.nranks - 1)) * 1e9;
+      }
       break;
   }
   if (bus == network::kNoRateCap) return bus;

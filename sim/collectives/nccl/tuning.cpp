@@ -59,13 +59,14 @@ constexpr RcclModel kRcclMi300{
     9437184};
 
 // NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes; Blackwell is twice
-// Hopper in 2.27. NVLS efficiency from NCCL 2.30 (no NVLS before Hopper).
-constexpr ProtocolCaps kVoltaCaps{39.0, {20, 20, 20}, {20, 20, 20}, {26.5, 18.5, 10.0}, 0};
-constexpr ProtocolCaps kAmpereCaps{87.7, {20, 20, 20}, {20, 20, 20}, {24.0, 23.6, 17.8}, 0};
+// Hopper in 2.27. NVLS efficiency and the NVLSTree kernel's throughput from NCCL 2.30 (no NVLS
+// before Hopper).
+constexpr ProtocolCaps kVoltaCaps{39.0, {20, 20, 20}, {20, 20, 20}, {26.5, 18.5, 10.0}, 0, {}};
+constexpr ProtocolCaps kAmpereCaps{87.7, {20, 20, 20}, {20, 20, 20}, {24.0, 23.6, 17.8}, 0, {}};
 constexpr ProtocolCaps kHopperCaps{
-    141.0, {36.7, 36.7, 36.7}, {36.7, 36.7, 29.0}, {38.7, 41.4, 36.0}, 0.85};
+    141.0, {36.7, 36.7, 36.7}, {36.7, 36.7, 29.0}, {38.7, 41.4, 36.0}, 0.85, {0, 57.7, 45.5}};
 constexpr ProtocolCaps kBlackwellCaps{
-    282.0, {73.4, 73.4, 73.4}, {73.4, 73.4, 58.0}, {77.4, 82.8, 72.0}, 0.74};
+    282.0, {73.4, 73.4, 73.4}, {73.4, 73.4, 58.0}, {77.4, 82.8, 72.0}, 0.74, {0, 96.0, 80.0}};
 
 // NCCL's treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B .. 256 MiB (enqueue.cc and
 // tuning.cc): its measured tree efficiency by size, applied by its model when choosing.

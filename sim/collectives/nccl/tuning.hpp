@@ -58,6 +58,10 @@ struct ProtocolCaps {
   /// Fraction of the NVLink bandwidth that NVLS's multimem loads and stores achieve through
   /// the NVSwitch (NCCL 2.30's nvlsEfficiency: Hopper 0.85, Blackwell 0.74); 0: no NVLS.
   double nvls_efficiency;
+  /// What one channel of NCCL's NVLS graph (one head GPU) moves with the NVLSTree kernel, in
+  /// NCCL's units: algBw = cap x graph channels x nRanks / nSteps (NCCL 2.30's
+  /// perChMaxNVLSTreeBws); 0: no cap (one node, where NVLSTree does not run).
+  double nvls_tree[3];
 };
 const ProtocolCaps& protocol_caps(fabric::GpuArch arch);
 /// Index into ProtocolCaps' columns: 0 for one node, 1 for two, 2 for more.
