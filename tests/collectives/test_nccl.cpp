@@ -815,6 +815,25 @@ TEST(NcclTuning, RcclModelFiveByHand) {
             Protocol::Simple);
 }
 
+TEST(NcclTuning, TheSimulationChargesRcclsRingNetworkStepItsTreesLatency) {
+  // RCCL's 320 us for a Ring/Simple network step is a weight of its choice, not a cost: the
+  // simulation charges the step its Tree/Simple network latency, 25 us, plus the plugin's
+  // latency twice (Simple), here 5 us: 35 us. Every other step is the model's own (Ring/LL
+  // network 9.5 us + 5; Ring/Simple xGMI: max(2.1, 3 x net overhead 1) = 3), and NCCL's tables
+  // are charged as they are (Ring/Simple network 14 + 2 x 5).
+  TuningInput in = hgx_input(2, 48);
+  in.arch = fabric::GpuArch::Cdna3;
+  in.latency_inter_us = 5;
+  const TuningTables& nccl = tuning_tables("newest");
+  EXPECT_DOUBLE_EQ(step_latency_us(nccl, in, Algorithm::Ring, Protocol::Simple, true), 24.0);
+  in.rccl = rccl_model("rccl-mi300");
+  const TuningTables& t = tuning_tables("rccl-mi300");
+  EXPECT_DOUBLE_EQ(hop_latency_us(t, in, Algorithm::Ring, Protocol::Simple, true), 330.0);
+  EXPECT_DOUBLE_EQ(step_latency_us(t, in, Algorithm::Ring, Protocol::Simple, true), 35.0);
+  EXPECT_DOUBLE_EQ(step_latency_us(t, in, Algorithm::Ring, Protocol::LL, true), 14.5);
+  EXPECT_DOUBLE_EQ(step_latency_us(t, in, Algorithm::Ring, Protocol::Simple, false), 3.0);
+}
+
 TEST(NcclParameters, AlgoAndProtoListsAsNcclReadsThem) {
   std::string bad;
   const auto m = parse_nccl_list("^NVLS,nvlstree", true, bad);

@@ -190,7 +190,7 @@ void OpRunner::set_step_costs() {
   const TuningInput in = tuning_input(result_.collective, result_.channels);
   for (const bool network : {false, true}) {
     const double hw = config_.hop_latency_factor *
-                      hop_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+                      step_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
     step_cost_us_[network ? 1 : 0] = std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
   }
 }
@@ -567,10 +567,10 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   // completed, paid once at the end; the network one when any pair crosses servers.
   p2p_tail_us_ =
       config_.hop_latency_factor *
-      hop_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, true);
+      step_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, true);
   p2p_nvl_tail_us_ =
       config_.hop_latency_factor *
-      hop_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, false);
+      step_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, false);
   const bool any_network =
       std::any_of(p2p_.begin(), p2p_.end(), [](const P2pTransfer& t) { return t.network; });
   if (!any_network) p2p_tail_us_ = p2p_nvl_tail_us_;

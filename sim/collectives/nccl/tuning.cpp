@@ -56,7 +56,8 @@ constexpr RcclModel kRcclMi300{
      {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1,
       0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 0.8, 1.0, 1.0, 1.0}},
     1048576,
-    9437184};
+    9437184,
+    Algorithm::Tree};
 
 // NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes; Blackwell is twice
 // Hopper in 2.27. NVLS efficiency and the NVLSTree kernel's throughput from NCCL 2.30 (no NVLS
@@ -163,6 +164,14 @@ double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a,
     intra = std::max(intra, in.net_overhead_us * (p == Protocol::Simple ? 3.0 : 1.0));
   }
   return intra;
+}
+
+double step_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
+                       bool network_hop) {
+  if (in.rccl != nullptr && network_hop && a == Algorithm::Ring && p == Protocol::Simple) {
+    a = in.rccl->ring_simple_net_step_as;
+  }
+  return hop_latency_us(t, in, a, p, network_hop);
 }
 
 double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,

@@ -41,6 +41,9 @@ struct RcclModel {
   double ring_correction[3][27];
   double allreduce_ll_max;     // multi-node AllReduce: LL up to this many bytes per rank,
   double allreduce_ll128_max;  // then LL128 up to this (x 3.8 beyond 2 nodes), then Simple
+  /// The algorithm whose network hwLat stands for a Ring/Simple network step in the simulation
+  /// (see step_latency_us).
+  Algorithm ring_simple_net_step_as;
 };
 /// The model of a pinned release: "rccl-mi300" (tuning model 5, which RCCL's rome model of an
 /// 8 x MI300X, 8-NIC server selects; LL128 enabled). Null for NCCL's releases.
@@ -126,5 +129,14 @@ inline constexpr uint8_t kAnyAlgorithm = (1u << kAlgorithms) - 1, kAnyProtocol =
 /// multi-node communicator at least the host's network overhead, as NCCL counts it.
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                       bool network_hop);
+
+/// What one pipeline step on a hop costs the simulation, in us: NCCL's hwLat as its model counts
+/// it (hop_latency_us), except where a library's table holds a selection weight rather than a
+/// latency. RCCL's model 5 gives a Ring/Simple network step 320 us, 13 times the 25 us of its
+/// Tree/Simple step over the same transport, which steers its choice to trees up to large
+/// sizes; measured 2-server rings pay 80-350 us for the whole operation, whose first pass alone
+/// has 4 network steps. The simulation charges such a step its tree's latency.
+double step_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
+                       bool network_hop);
 
 }  // namespace rocesim::collectives::nccl
