@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 namespace rocesim::engine {
 
@@ -169,6 +170,20 @@ void Simulation::append_routes(QpIndex qp, double share, std::vector<network::Ro
   for (uint32_t i = 0; i < info.sub_count; ++i) {
     const SubRoute& s = sub_routes_[info.sub_begin + i];
     out.push_back({paths_.links(s.path), share * s.share, qp});
+  }
+}
+
+void Simulation::append_route_key(QpIndex qp, double share) {
+  const QpInfo& info = qps_[qp];
+  if (info.sub_count == 0) {
+    pipe_key_.push_back(info.path);
+    pipe_key_.push_back(std::bit_cast<uint64_t>(share));
+    return;
+  }
+  for (uint32_t i = 0; i < info.sub_count; ++i) {
+    const SubRoute& s = sub_routes_[info.sub_begin + i];
+    pipe_key_.push_back(s.path);
+    pipe_key_.push_back(std::bit_cast<uint64_t>(share * s.share));
   }
 }
 
@@ -460,16 +475,46 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   spec.traffic_class = connections_[legs.front().connection].traffic_class;
   spec.reduce_in_switches = reduce_in_switches;
   // The union of the legs, as results count the bytes on each link; the workload accounts for
-  // the pipeline's latency itself.
-  network::merge_routes(fabric_, spec, link_weight_, pipe_links_, pipe_weights_);
-  if (pipe_weights_.empty()) pipe_weights_.assign(pipe_links_.size(), 1.0);
-  // The same union as an earlier operation's (the same connections and routes) is the same path:
-  // the table does not grow with the operations a workload repeats.
-  const size_t known = paths_.size();
-  const routing::PathId p = paths_.intern_weighted(pipe_links_, pipe_weights_, Time::zero());
-  build();  // the table may have moved
-  spec.routes = pipe_routes_;
-  if (paths_.size() > known) lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
+  // the pipeline's latency itself. The same routes with the same shares make the same union: an
+  // operation repeated on the same connections takes the one merged before (by its routes'
+  // paths and shares, a few words per leg, rather than its thousands of links).
+  pipe_key_.clear();
+  pipe_key_.push_back(reduce_in_switches ? 1 : 0);
+  for (const PipelineLeg& leg : legs) {
+    const Connection& c = connections_[leg.connection];
+    const double per_qp = leg.share / c.qps;
+    for (uint32_t q = 0; q < c.qps; ++q)
+      append_route_key(c.first_qp + q, per_qp);
+  }
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const uint64_t v : pipe_key_)
+    hash = (hash ^ v) * 0x100000001b3ull;
+  const PipeUnion* known_union = nullptr;
+  const auto [first, last] = pipe_union_of_.equal_range(hash);
+  for (auto it = first; it != last && known_union == nullptr; ++it) {
+    if (pipe_unions_[it->second].key == pipe_key_) known_union = &pipe_unions_[it->second];
+  }
+  routing::PathId p = 0;
+  if (known_union != nullptr) {
+    p = known_union->path;
+    spec.merged_links = paths_.links(p);
+    if (!known_union->plain) spec.merged_weights = paths_.weights(p);
+  } else {
+    network::merge_routes(fabric_, spec, link_weight_, pipe_links_, pipe_weights_);
+    const bool plain = pipe_weights_.empty();
+    if (plain) pipe_weights_.assign(pipe_links_.size(), 1.0);
+    // The same union from other legs (the same links and weights) is the same path too: the
+    // table does not grow with the operations a workload repeats.
+    const size_t known = paths_.size();
+    p = paths_.intern_weighted(pipe_links_, pipe_weights_, Time::zero());
+    build();  // the table may have moved
+    spec.routes = pipe_routes_;
+    if (paths_.size() > known) lane_of_path_.push_back(deliveries_.lane_for(Time::zero()));
+    pipe_union_of_.emplace(hash, static_cast<uint32_t>(pipe_unions_.size()));
+    pipe_unions_.push_back({pipe_key_, p, plain});
+    spec.merged_links = pipe_links_;
+    if (!plain) spec.merged_weights = pipe_weights_;
+  }
   const uint32_t slot = transfers_.acquire();
   transfers_[slot] = Transfer{w, tag, 1};
   const uint32_t flow = start_running(slot, connections_[legs.front().connection].first_qp, p,

@@ -39,6 +39,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/error.hpp"
@@ -362,6 +363,20 @@ class Simulation {
   std::vector<network::Route> pipe_routes_;
   std::vector<fabric::LinkId> pipe_links_;
   std::vector<double> pipe_weights_;
+  // The unions of pipelines already started, by what they are made of: each route's path and
+  // share (and in-network reduction), so that an operation repeated on the same connections
+  // and routes finds its union without merging its legs again.
+  struct PipeUnion {
+    std::vector<uint64_t> key;
+    routing::PathId path;
+    bool plain;  // every weight 1
+  };
+  std::vector<PipeUnion> pipe_unions_;
+  std::unordered_multimap<uint64_t, uint32_t> pipe_union_of_;  // key hash -> pipe_unions_
+  std::vector<uint64_t> pipe_key_;
+  /// Appends what a flow on `qp` carrying `share` of its bytes is made of to pipe_key_ (as
+  /// append_routes lists its routes).
+  void append_route_key(QpIndex qp, double share);
   std::vector<std::vector<PipelineLeg>> pipe_legs_;  // by engine flow slot, for pipelines
   // Links: up now, up as routing last converged, speed as a fraction of nominal.
   std::vector<uint8_t> link_up_, routed_up_;

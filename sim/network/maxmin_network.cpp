@@ -40,8 +40,13 @@ MaxMinNetwork::MaxMinNetwork(const fabric::Fabric& f, int threads)
 
 FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
   ROCESIM_CHECK(spec.bytes > 0, "a flow moves at least one byte");
-  merge_routes(fabric_, spec, merge_scratch_, links_, weights_);
-  const FlowHandle f = solver_.add(links_, spec.rate_cap, weights_);
+  FlowHandle f = 0;
+  if (!spec.merged_links.empty()) {
+    f = solver_.add(spec.merged_links, spec.rate_cap, spec.merged_weights);
+  } else {
+    merge_routes(fabric_, spec, merge_scratch_, links_, weights_);
+    f = solver_.add(links_, spec.rate_cap, weights_);
+  }
   if (f >= state_.size()) state_.resize(f + 1);
   FlowState& s = state_[f];
   s.remaining = spec.bytes;

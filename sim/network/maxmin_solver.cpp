@@ -216,19 +216,6 @@ void MaxMinSolver::explore(double tau) {
   }
 }
 
-void MaxMinSolver::sift_up(std::vector<HeapEntry>& heap, uint32_t i) {
-  const HeapEntry e = heap[i];
-  while (i > 0) {
-    const uint32_t parent = (i - 1) / 2;
-    if (!before(e, heap[parent])) break;
-    heap[i] = heap[parent];
-    links_[heap[i].link].heap_pos = i;
-    i = parent;
-  }
-  heap[i] = e;
-  links_[e.link].heap_pos = i;
-}
-
 void MaxMinSolver::sift_down(std::vector<HeapEntry>& heap, uint32_t i) {
   const HeapEntry e = heap[i];
   const auto n = static_cast<uint32_t>(heap.size());
@@ -238,20 +225,9 @@ void MaxMinSolver::sift_down(std::vector<HeapEntry>& heap, uint32_t i) {
     if (child + 1 < n && before(heap[child + 1], heap[child])) ++child;
     if (!before(heap[child], e)) break;
     heap[i] = heap[child];
-    links_[heap[i].link].heap_pos = i;
     i = child;
   }
   heap[i] = e;
-  links_[e.link].heap_pos = i;
-}
-
-void MaxMinSolver::heap_erase(std::vector<HeapEntry>& heap, uint32_t i) {
-  const HeapEntry last = heap.back();
-  heap.pop_back();
-  if (i == heap.size()) return;
-  heap[i] = last;
-  sift_up(heap, i);
-  sift_down(heap, links_[last.link].heap_pos);
 }
 
 void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
@@ -265,17 +241,20 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     comp_rate_[x.comp_pos] = r;
     return;
   }
-  // The links that still have unfixed flows, in a min-heap on (share, link). Each is in it once
-  // and is re-keyed in place when its share moves, so the heap stays as small as the component's
-  // links (a heap of versioned entries, one pushed per move, grew to one per flow-link
-  // incidence); the link taken at each step, the smallest (share, link), is the same.
+  // The links that have unfixed flows, in a min-heap on (share, link), each once. Fixing a flow
+  // raises the share of every other link it crosses (in exact arithmetic), and the heap is not
+  // told: a key may lag behind its link's share, never run ahead of it. So when the top's key is
+  // its link's share it is the least share of all, and when it is not, the top is re-keyed and
+  // sunk and the next one looked at. Fixing a flow therefore costs a constant per link it
+  // crosses instead of a re-keying (a pipeline of 100,000 links that shares them with one other
+  // flow used to re-key them all twice; now the first link taken fixes both), and the link taken
+  // at each step is the same: the smallest (share, link).
   std::vector<HeapEntry>& heap = scratch.heap;
   std::vector<std::pair<double, FlowSlot>>& capped = scratch.capped;
   heap.clear();
   for (uint32_t i = c.link_begin; i < c.link_end; ++i) {
     const LinkIndex l = comp_links_[i];
     if (links_[l].unfixed == 0) continue;
-    links_[l].heap_pos = static_cast<uint32_t>(heap.size());
     heap.push_back({links_[l].remaining / links_[l].unfixed_w, l});
   }
   for (auto i = static_cast<uint32_t>(heap.size() / 2); i-- > 0;)
@@ -300,22 +279,41 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
       LinkState& ls = links_[h];
       const double w = weight(x, i);
       ls.remaining = std::max(ls.remaining - r * w, 0.0);
-      if (--ls.unfixed > 0) {
-        ls.unfixed_w = std::max(ls.unfixed_w - w, 0.0);
-        // Shares grow as flows are fixed, but rounding may nudge one down: sift both ways.
-        heap[ls.heap_pos].share = ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap;
-        sift_up(heap, ls.heap_pos);
-        sift_down(heap, ls.heap_pos);
-      } else {
-        ls.unfixed_w = 0;
-        heap_erase(heap, ls.heap_pos);
+      ls.unfixed_w = --ls.unfixed > 0 ? std::max(ls.unfixed_w - w, 0.0) : 0.0;
+    }
+  };
+  auto pop = [&] {
+    heap.front() = heap.back();
+    heap.pop_back();
+    if (!heap.empty()) sift_down(heap, 0);
+  };
+  // Brings the top's key up to its link's share (see above); links left without unfixed flows
+  // leave the heap.
+  auto settle = [&] {
+    while (!heap.empty()) {
+      HeapEntry& top = heap.front();
+      const LinkState& ls = links_[top.link];
+      if (ls.unfixed == 0) {
+        pop();
+        continue;
       }
+      const double share = ls.unfixed_w > 0 ? ls.remaining / ls.unfixed_w : kNoCap;
+      if (share > top.share) {
+        top.share = share;
+        sift_down(heap, 0);
+        continue;
+      }
+      // Rounding may leave a share a hair below its key: the top takes it, as it would have
+      // been re-keyed to it.
+      top.share = share;
+      return;
     }
   };
 
   while (left > 0) {
     while (next_cap < capped.size() && comp_rate_[flows_[capped[next_cap].second].comp_pos] >= 0)
       ++next_cap;
+    settle();
     const double link_share = heap.empty() ? kNoCap : heap.front().share;
     if (next_cap < capped.size() && capped[next_cap].first <= link_share) {
       // The flow's own cap binds before any link: it is its own bottleneck.
@@ -326,7 +324,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     }
     ROCESIM_CHECK(!heap.empty(), "max-min: unfixed flows but no link left to saturate");
     const HeapEntry top = heap.front();
-    heap_erase(heap, 0);
+    pop();
     // Shares grow monotonically in exact arithmetic; clamp rounding noise.
     level = std::max(level, top.share);
     const LinkIndex l = top.link;

@@ -215,7 +215,6 @@ class MaxMinSolver {
     double unfixed_w = 0;       // their summed weight
     uint32_t mark = 0;          // == epoch_: visited by this solve
     uint32_t unfixed = 0;       // how many there are
-    uint32_t heap_pos = 0;      // position in the fill's heap while it is there
     bool bounds_valid = false;  // bounds_ of the link hold since the last change on it
   };
   static_assert(sizeof(LinkState) == 64, "a link is one cache line");
@@ -265,11 +264,9 @@ class MaxMinSolver {
     std::vector<std::pair<double, FlowSlot>> capped;
   };
   void fill(const Component& c, Scratch& scratch);
-  // The fill's heap of links keyed by (share, link), indexed through LinkState::heap_pos so that
-  // a share that moves is re-keyed in place.
-  void sift_up(std::vector<HeapEntry>& heap, uint32_t i);
-  void sift_down(std::vector<HeapEntry>& heap, uint32_t i);
-  void heap_erase(std::vector<HeapEntry>& heap, uint32_t i);
+  // The fill's min-heap of links keyed by (share, link), whose keys may lag behind the shares
+  // (see fill).
+  static void sift_down(std::vector<HeapEntry>& heap, uint32_t i);
 
   std::vector<LinkState> links_;
   std::vector<double> extra_weight_;  // per link: sum of (w - 1) over the weighted flows on it

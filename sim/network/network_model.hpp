@@ -65,6 +65,11 @@ struct FlowSpec {
   /// In-network reduction (CollNet/SHARP): a link between two fabric switches carries one
   /// reduced stream however many routes cross it.
   bool reduce_in_switches = false;
+  /// The union of the routes as merge_routes() makes it, when the caller has it already (a
+  /// pipeline's thousands of legs are merged once and reused by every operation on them);
+  /// empty: the model merges the routes itself if it needs the union.
+  std::span<const fabric::LinkId> merged_links;
+  std::span<const double> merged_weights;  // empty: every weight 1
 };
 
 /// A flow whose last byte has come through every queue on its way, at the time advance() reports
