@@ -41,6 +41,9 @@ void merge_routes(const fabric::Fabric& f, const FlowSpec& spec, std::vector<dou
       scratch[l] += r.share;
     }
   }
+  // In link order: a solver walking the union of a pipeline over thousands of GPUs then reads
+  // its link table front to back rather than at random (10% of a large training step).
+  std::sort(links.begin(), links.end());
   auto fabric_switch = [&](fabric::NodeId n) {
     const fabric::Node& x = f.node(n);
     return x.kind == fabric::NodeKind::Switch && x.role != fabric::SwitchRole::NvSwitch;

@@ -144,7 +144,8 @@ class NetworkModel {
 
 /// The union of a flow's routes as one set of links, each with the bytes it carries per byte of
 /// the flow (the sum of the shares of the routes that cross it; at most 1 on a link between two
-/// fabric switches with reduce_in_switches). Links appear in order of first use. `scratch` is
+/// fabric switches with reduce_in_switches). A single route of share 1 keeps its order; a union
+/// is in increasing link id. `scratch` is
 /// per-link storage of the fabric's link count, all zero before and after.
 void merge_routes(const fabric::Fabric& f, const FlowSpec& spec, std::vector<double>& scratch,
                   std::vector<fabric::LinkId>& links, std::vector<double>& weights);
