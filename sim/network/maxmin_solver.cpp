@@ -67,7 +67,6 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       extra_weight_[l] += e.weight[i] - 1;
       e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
-      dirty_links_.push_back(l);
       links_[l].bounds_valid = false;
     }
   } else {
@@ -77,10 +76,12 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       x.hops[i] = l;
       x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
-      dirty_links_.push_back(l);
       links_[l].bounds_valid = false;
     }
   }
+  // One link is seed enough: the exploration walks the new flow (it has no rate yet, so it is
+  // never frozen) and from it every link it crosses, with whatever shares them.
+  dirty_links_.push_back(links[0]);
   added_.push_back(f);
   ++active_;
   return f;
