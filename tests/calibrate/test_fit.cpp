@@ -336,17 +336,33 @@ double eight_node_median_error(const scenario::Overrides& o) {
   return validation::percentile(errors, 0.5);
 }
 
-TEST(ExampleCalibration, StillPredictsTheHeldOutRowsBetterThanTheNominalValues) {
-  // validation/calibration/h100-ib-400g.yaml was fitted on the 2- and 4-server tables
-  // (docs/calibration.md); on the 8-server tables it left out it lowered the median error from
-  // 22.5% to 17.5%. If a model change undoes that, refit the example and its figures.
+TEST(ExampleCalibration, TheH100FitKeepsThePartsPhysicalValues) {
+  // The example of docs/calibration.md, as committed in validation/calibration/h100-ib-400g.yaml:
+  // the five default parameters fitted on the measured 2- and 4-server H100 tables (106 rows),
+  // the 8-server ones (28 rows) held out. A fit that moves a part's parameter beyond its prior
+  // width is absorbing a model error (before the NVLSTree kernel bound it put the NIC
+  // efficiency at 0.81 and NVLink's at 0.71, against 1 and 0.824); now every parameter stays
+  // within one prior width of its physical value, and the held-out rows are predicted no worse
+  // than with the nominal values.
+  const std::string measured =
+      source_path("validation/data/measured/nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml");
+  FitOptions o;
+  o.train = Selection::parse("nodes=2..4", "test");
+  o.threads = 2;
+  const FitReport r =
+      calibrate::fit(validation::read_measured({measured}), {measured}, scenario_path(), o);
+  EXPECT_TRUE(r.converged);
+  ASSERT_EQ(r.parameters.size(), 5u);
+  for (const calibrate::FittedParameter& p : r.parameters) {
+    SCOPED_TRACE(p.path);
+    ASSERT_GT(p.prior_sigma, 0);
+    EXPECT_LT(std::abs(p.value - p.nominal), p.prior_sigma);
+  }
   scenario::Overrides calibrated;
   calibrated.parameters =
       scenario::read_calibration_file(source_path("validation/calibration/h100-ib-400g.yaml"));
   ASSERT_EQ(calibrated.parameters.size(), 5u);
-  const double nominal = eight_node_median_error({});
-  const double fitted = eight_node_median_error(calibrated);
-  EXPECT_LT(fitted, nominal - 0.03) << "nominal " << nominal << ", calibrated " << fitted;
+  EXPECT_LE(eight_node_median_error(calibrated), eight_node_median_error({}) + 0.005);
 }
 
 }  // namespace

@@ -337,7 +337,11 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.ring = false;
       chan.hops = 2 + 2 * depth;
       chan.depth = depth;
-      chan.slice = std::min(nvls_chunk(static_cast<double>(bytes), a), data);
+      // A channel's step is a chunk for every head (NCCL's loop over nHeads x chunkCount
+      // elements): the heads reduce and forward their chunks side by side, each over its own
+      // connection, and the pipeline moves on a step at a time.
+      chan.heads = std::min(comm_.ppn(), 8);
+      chan.slice = std::min(chan.heads * nvls_chunk(static_cast<double>(bytes), a), data);
       chan.wire_bytes = data;
     } else {
       // Tree: up the chains and the tree, and down again; CollNet: the chains inside nodes (the
@@ -590,8 +594,9 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       // NCCL_STEPS chunks of the size in use (Simple) or of the data (LL, LL128).
       double window = buffer;
       if (!chan.ring) {
-        const double step = slices ? chan.slice : std::min(buffer / kNcclSteps, chan.wire_bytes);
-        window = std::min(buffer, kNcclSteps * step);
+        const double step =
+            slices ? chan.slice / chan.heads : std::min(buffer / kNcclSteps, chan.wire_bytes);
+        window = chan.heads * std::min(buffer, kNcclSteps * step);
       }
       double rtt = 0;
       for (size_t i = 0; i < chan.legs.size(); ++i) {

@@ -13,8 +13,9 @@
 // admission caps it: a sender may only have NCCL_STEPS steps unacknowledged, and a credit comes
 // back after a round trip R = 2 L + C (L the edge's one-way latency, C the receiver's
 // credit_latency). A ring's rate is at most buffer / R; a tree, chain or NVLS channel moves one
-// chunk per step, so its window W is 8 chunks of the size in use: the first window leaves at
-// once, each later one a round trip after the one before.
+// chunk per step, so its window W is 8 chunks of the size in use (NVLS: per head, each head on
+// its own connection): the first window leaves at once, each later one a round trip after the
+// one before.
 //
 // Two things bound a channel's rate besides the links: the credit window above, and the
 // kernel's protocol throughput (NCCL's llMaxBw and per-channel LL128 and Tree caps for the GPU
@@ -38,7 +39,8 @@
 //    operations too small to fill the pipeline, as NCCL does), chains one step at a time;
 //  * NVLS (one node) and NVLSTree: every GPU's scale-up link carries (1 + 1/ppn) of the data each
 //    way at NCCL's NVLS efficiency (the heads' multimem reduce and multicast), NVLSTree's heads a
-//    tree of the nodes over their NICs; F = one NVLS step + 2 x depth network hops + (H-1) s/r.
+//    tree of the nodes over their NICs; F = one NVLS step + 2 x depth network hops + (H-1) s/r,
+//    where a step s is a chunk for every head (NCCL's kernel loops over nHeads x chunk).
 // Every operation also pays a launch latency (NCCL's baseLat for the algorithm and protocol, or
 // `launch_latency`).
 //
@@ -125,6 +127,8 @@ class OpRunner {
     bool ring = true;                // ring formula; otherwise chain/tree
     double hops_latency_us = 0;      // chain/tree: summed latency along the critical path
     int hops = 0;                    // chain/tree: depth H
+    int heads =
+        1;  // NVLS: the heads that each take a chunk of every step, each on its own connection
     double steps = 0, chunk = 0, slice = 0, wire_bytes = 0;  // ring: K, c, s; all: bytes
     Time data_start{};
   };
