@@ -160,7 +160,8 @@ double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a,
     return t.hw_lat[kNet][ai(a)][pi(p)] + in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0);
   }
   double intra = t.hw_lat[kNvlink][ai(a)][pi(p)];
-  if (in.nnodes > 1) {
+  // "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc): rings only.
+  if (in.nnodes > 1 && a == Algorithm::Ring) {
     intra = std::max(intra, in.net_overhead_us * (p == Protocol::Simple ? 3.0 : 1.0));
   }
   return intra;

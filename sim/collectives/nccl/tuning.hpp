@@ -125,8 +125,8 @@ inline uint8_t only(Protocol p) {
 }
 inline constexpr uint8_t kAnyAlgorithm = (1u << kAlgorithms) - 1, kAnyProtocol = 0b111;
 
-/// NCCL's latency of one pipeline step on a hop (NVLink or network), in us; inside nodes of a
-/// multi-node communicator at least the host's network overhead, as NCCL counts it.
+/// NCCL's latency of one pipeline step on a hop (NVLink or network), in us; a ring's inside nodes
+/// of a multi-node communicator at least the host's network overhead, as NCCL counts it.
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                       bool network_hop);
 
