@@ -413,6 +413,9 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double
   spec.rate_cap = rate_cap;
   spec.window = window;
   spec.traffic_class = connections_[qps_[qp].connection].traffic_class;
+  // The QP's path is its route, or the union of its sprayed routes merged when it was routed.
+  spec.merged_links = paths_.links(path);
+  spec.merged_weights = paths_.weights(path);
   start_running(transfer, qp, path, 1, spec);
 }
 
