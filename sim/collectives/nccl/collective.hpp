@@ -127,8 +127,8 @@ class OpRunner {
     bool ring = true;                // ring formula; otherwise chain/tree
     double hops_latency_us = 0;      // chain/tree: summed latency along the critical path
     int hops = 0;                    // chain/tree: depth H
-    int heads =
-        1;  // NVLS: the heads that each take a chunk of every step, each on its own connection
+    // NVLS: the heads that each take a chunk of every step, each on its own connection.
+    int heads = 1;
     double steps = 0, chunk = 0, slice = 0, wire_bytes = 0;  // ring: K, c, s; all: bytes
     Time data_start{};
   };
