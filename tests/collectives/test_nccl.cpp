@@ -539,6 +539,16 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
   const double s = 256 * kMiB, bus = 2.0 * 31 / 32 * s;
   EXPECT_NEAR(w.at("ll").seconds, bus / 20.4e9, 0.005 * bus / 20.4e9);
   EXPECT_NEAR(w.at("simple").seconds, bus / (8 * kB), 0.01 * bus / (8 * kB));
+  // llMaxBw is the kernel's with its 16 default channels (2 per NIC): one channel (a CTA) moves
+  // a sixteenth of it however few run. With NCCL_MAX_NCHANNELS=1, 1.9375 S / (20.4e9 / 16).
+  const auto one = run(rail_topology(4, 8) +
+                       "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring, "
+                       "NCCL_PROTO: LL, NCCL_MAX_NCHANNELS: 1}\n"
+                       "workloads:\n"
+                       "  - {name: ll, type: nccl, collective: allreduce, bytes: 16MiB}\n");
+  EXPECT_EQ(one.at("ll")["channels"], 1);
+  const double one_bus = 2.0 * 31 / 32 * 16 * kMiB;
+  EXPECT_NEAR(one.at("ll").seconds, one_bus / (20.4e9 / 16), 0.005 * one_bus / (20.4e9 / 16));
 }
 
 TEST(NcclBehaviour, NvlsTreeIsBoundByItsKernelsThroughput) {

@@ -91,12 +91,16 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   }
 }
 
-int OpRunner::channels_for(int64_t bytes, Protocol p) const {
+int OpRunner::default_channels() const {
   // NCCL: two channels per NIC (its graph's rings, doubled). RCCL on MI300-class GPUs: 64
   // across nodes (its rome model's rings), 56 inside one (28 xGMI rings, doubled) (HARDWARE.md
   // 6; ROCm/rccl src/graph/connect.cc).
-  int c = config_.rccl ? (comm_.nnodes() > 1 ? 64 : 56)
-                       : std::min(kMaxChannels, 2 * comm_.nics_per_node());
+  return config_.rccl ? (comm_.nnodes() > 1 ? 64 : 56)
+                      : std::min(kMaxChannels, 2 * comm_.nics_per_node());
+}
+
+int OpRunner::channels_for(int64_t bytes, Protocol p) const {
+  int c = default_channels();
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
@@ -442,7 +446,10 @@ double OpRunner::protocol_cap() const {
   double bus = network::kNoRateCap;
   switch (result_.protocol) {
     case Protocol::LL:
-      bus = ll_max_bw(in.arch, in.nnodes, in.amd_host) / result_.channels;
+      // llMaxBw is the kernel's with its default channels running: a channel (a CTA) has its
+      // share of it however many run (fewer for small operations or NCCL_MAX_NCHANNELS, more
+      // with NCCL_MIN_NCHANNELS).
+      bus = ll_max_bw(in.arch, in.nnodes, in.amd_host) / default_channels();
       break;
     case Protocol::LL128:
       bus = (tree ? caps.tree_ll128[col] : caps.ring_ll128[col]) * per_graph;

@@ -19,7 +19,8 @@
 //
 // Two things bound a channel's rate besides the links: the credit window above, and the
 // kernel's protocol throughput (NCCL's llMaxBw and per-channel LL128 and Tree caps for the GPU
-// generation, spread over the channels the kernel runs; none for RCCL, whose model has none).
+// generation, spread over the channels the kernel runs, llMaxBw over its default channels, since
+// one CTA moves its share however few run; none for RCCL, whose model has none).
 //
 // What the fluid flow does not see is the pipeline's start and step structure; it is added when
 // the bandwidth phase ends, from the rate r the channel achieved. A hop's latency is its wire
@@ -110,6 +111,8 @@ class OpRunner {
   const NcclConfig& config() const { return config_; }
   /// Channels an operation of `bytes` would use with a protocol.
   int channels_for(int64_t bytes, Protocol p) const;
+  /// The channels NCCL's kernel runs by default for an operation large enough for all of them.
+  int default_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
   /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
   bool pxn() const { return config_.pxn && (!config_.rccl || comm_.nranks() >= 64); }
