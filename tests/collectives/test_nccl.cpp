@@ -577,6 +577,22 @@ TEST(NcclBehaviour, NvlsTreeIsBoundByItsKernelsThroughput) {
   EXPECT_NEAR(four.seconds, four_expected, 0.002 * four_expected);
 }
 
+TEST(NcclBehaviour, NvlsTreeHeadsEachHaveTheirOwnCreditWindow) {
+  // NVLSTree's 8 heads each send their chunk of a step over their own connection of 8 chunks:
+  // a channel has W = 8 heads x 8 x 128 KiB = 8 MiB unacknowledged. With a credit latency of
+  // 1 ms the window binds: a channel of D = 4 GiB / 16 = 256 MiB takes (D - W) / W = 31 round
+  // trips of about 1 ms beyond its first window (the wire adds microseconds), 31 ms and a
+  // little; one connection of 8 chunks per channel would take (D - 1 MiB) / 1 MiB = 255.
+  const Figures w =
+      run_one(rail_topology(2, 8),
+              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLSTree, "
+              "credit_latency: 1ms}\n",
+              "collective: allreduce, bytes: 4GiB");
+  EXPECT_EQ(w.notes.at("algorithm"), "NVLSTree");
+  EXPECT_GT(w.seconds, 31e-3);
+  EXPECT_LT(w.seconds, 32e-3);
+}
+
 TEST(NcclBehaviour, TreeThresholdOfOlderReleasesPicksTreeOrRing) {
   // NCCL_TREE_THRESHOLD=1MiB: AllReduce below 1 MiB runs Tree, from 1 MiB on Ring, whatever the
   // tuner would choose.
