@@ -173,15 +173,14 @@ int OpRunner::nvls_channels() const {
 engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message,
                                           int channel) {
   const EdgeKey key{e.src, e.dst, e.relay, message, channel};
-  auto it = connections_.find(key);
-  if (it != connections_.end()) return it->second;
+  if (const engine::ConnectionId* known = connections_.find(key)) return *known;
   engine::ConnectionSpec spec;
   spec.qps = config_.qps_per_connection;
   spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
   spec.message_bytes = message;
   spec.relay = e.relay;
   const engine::ConnectionId id = sim.connect(e.src, e.dst, spec);
-  connections_.emplace(key, id);
+  connections_.insert(key, id);
   return id;
 }
 

@@ -61,6 +61,7 @@
 #include "sim/collectives/nccl/layout.hpp"
 #include "sim/collectives/nccl/nccl.hpp"
 #include "sim/collectives/nccl/tuning.hpp"
+#include "sim/core/flat_map.hpp"
 #include "sim/engine/simulation.hpp"
 #include "sim/engine/workload_params.hpp"
 
@@ -189,7 +190,7 @@ class OpRunner {
       return static_cast<size_t>(h ^ (h >> 31));
     }
   };
-  std::unordered_map<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
+  FlatMap<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
   // A channel's edges and connections by shape: kept from one operation to the next.
   enum class LegShape : uint8_t {
     Ring,

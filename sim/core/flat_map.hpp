@@ -1,0 +1,58 @@
+// A hash map for many small entries that are only added and looked up: open addressing with
+// linear probing in one array of slots, doubled when half full. Where a node-based map pays an
+// allocation per entry and a pointer chase per lookup (a million point-to-point connections of
+// an AlltoAll), this costs one probe sequence in contiguous memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace rocesim {
+
+template <typename Key, typename Value, typename Hash>
+class FlatMap {
+ public:
+  /// The value stored under `k`, or null.
+  const Value* find(const Key& k) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.key == k) return &s.value;
+    }
+  }
+  /// Stores `v` under `k`, which must not be there yet.
+  void insert(const Key& k, Value v) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    place(k, std::move(v));
+    ++size_;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    Key key{};
+    Value value{};
+    bool used = false;
+  };
+  size_t home(const Key& k) const { return Hash{}(k) & (slots_.size() - 1); }
+  void place(const Key& k, Value v) {
+    size_t i = home(k);
+    while (slots_[i].used)
+      i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = Slot{k, std::move(v), true};
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 16 : 2 * old.size(), Slot{});
+    for (Slot& s : old) {
+      if (s.used) place(s.key, std::move(s.value));
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
+}  // namespace rocesim
