@@ -21,15 +21,21 @@ void Series::add(Time t, double value) {
 }
 
 CongestionRecorder::CongestionRecorder(const fabric::Fabric& f, size_t qp_series)
-    : fabric_(f),
-      qp_series_(qp_series),
-      links_(f.link_count()),
-      paused_since_(f.link_count(), Time::infinity()),
-      depth_(f.link_count()) {}
+    : fabric_(f), qp_series_(qp_series) {}
+
+void CongestionRecorder::seen() {
+  // The per-link tables are made at the first event: a model without queues reports none, and
+  // a fabric of 65,536 hosts would otherwise fill 28 MB of them with zeros.
+  if (seen_) return;
+  seen_ = true;
+  links_.resize(fabric_.link_count());
+  paused_since_.assign(fabric_.link_count(), Time::infinity());
+  depth_.resize(fabric_.link_count());
+}
 
 void CongestionRecorder::on_queue(fabric::LinkId link, network::TrafficClass c, Time t,
                                   double bytes) {
-  seen_ = true;
+  seen();
   depth_[link][static_cast<size_t>(c)] = bytes;
   double depth = 0;
   for (const double d : depth_[link])
@@ -40,7 +46,7 @@ void CongestionRecorder::on_queue(fabric::LinkId link, network::TrafficClass c, 
 }
 
 void CongestionRecorder::on_pause(fabric::LinkId link, network::TrafficClass, Time t, bool paused) {
-  seen_ = true;
+  seen();
   if (paused) {
     ++links_[link].pauses;
     paused_since_[link] = t;
@@ -51,23 +57,23 @@ void CongestionRecorder::on_pause(fabric::LinkId link, network::TrafficClass, Ti
 }
 
 void CongestionRecorder::on_ecn(fabric::LinkId link, network::QpId, Time, double packets) {
-  seen_ = true;
+  seen();
   links_[link].ecn_marks += packets;
 }
 
 void CongestionRecorder::on_cnp(network::QpId qp, Time, double cnps) {
-  seen_ = true;
+  seen();
   cnps_ += cnps;
   cnps_by_qp_[qp] += cnps;
 }
 
 void CongestionRecorder::on_drop(fabric::LinkId link, network::TrafficClass, Time, double bytes) {
-  seen_ = true;
+  seen();
   links_[link].drops += bytes;
 }
 
 void CongestionRecorder::on_rate(network::QpId qp, Time t, double bytes_per_second) {
-  seen_ = true;
+  seen();
   auto it = rate_series_.find(qp);
   if (it == rate_series_.end()) {
     if (rate_series_.size() >= qp_series_) return;
@@ -86,10 +92,11 @@ void CongestionRecorder::finalize(Time end) {
   tiers_.assign(fabric_.link_classes().size(), TierCongestion{});
   for (size_t c = 0; c < tiers_.size(); ++c)
     tiers_[c].link_class = fabric_.link_classes()[c];
-  for (fabric::LinkId l = 0; l < links_.size(); ++l) {
+  for (fabric::LinkId l = 0; l < fabric_.link_count(); ++l) {
     TierCongestion& t = tiers_[fabric_.link(l).link_class];
-    const LinkCongestion& x = links_[l];
     ++t.links;
+    if (links_.empty()) continue;  // nothing was reported
+    const LinkCongestion& x = links_[l];
     t.paused_fraction += x.paused_s;
     t.pauses += x.pauses;
     t.max_queue = std::max(t.max_queue, x.max_queue);

@@ -80,6 +80,8 @@ class CongestionRecorder final : public network::NetworkObserver {
   const std::map<network::QpId, Series>& rate_series() const { return rate_series_; }
 
  private:
+  /// Marks that the model reported something, and makes the per-link tables then.
+  void seen();
   const fabric::Fabric& fabric_;
   size_t qp_series_;
   bool seen_ = false;
