@@ -1,0 +1,47 @@
+// FlatMap: what is inserted is found, what is not is not, across growth and probe chains.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "sim/core/flat_map.hpp"
+
+namespace rocesim {
+namespace {
+
+struct Identity {
+  size_t operator()(uint64_t k) const { return static_cast<size_t>(k); }
+};
+struct Constant {  // every key in one slot: the whole table is one probe chain
+  size_t operator()(uint64_t) const { return 7; }
+};
+
+TEST(FlatMap, FindsEveryInsertedKeyThroughGrowth) {
+  // 10,000 keys force the table from 16 slots through ten doublings; every key keeps its value
+  // and keys never inserted (odd ones) are not found.
+  FlatMap<uint64_t, uint32_t, Identity> m;
+  EXPECT_EQ(m.find(0), nullptr);
+  for (uint32_t i = 0; i < 10000; ++i)
+    m.insert(2 * uint64_t{i}, i);
+  EXPECT_EQ(m.size(), 10000u);
+  for (uint32_t i = 0; i < 10000; ++i) {
+    const uint32_t* v = m.find(2 * uint64_t{i});
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(*v, i);
+    EXPECT_EQ(m.find(2 * uint64_t{i} + 1), nullptr);
+  }
+}
+
+TEST(FlatMap, CollidingKeysShareOneProbeChain) {
+  FlatMap<uint64_t, uint64_t, Constant> m;
+  for (uint64_t k = 100; k < 200; ++k)
+    m.insert(k, k * k);
+  for (uint64_t k = 100; k < 200; ++k) {
+    ASSERT_NE(m.find(k), nullptr);
+    EXPECT_EQ(*m.find(k), k * k);
+  }
+  EXPECT_EQ(m.find(99), nullptr);
+  EXPECT_EQ(m.find(200), nullptr);
+}
+
+}  // namespace
+}  // namespace rocesim
