@@ -30,6 +30,13 @@ class FlatMap {
     ++size_;
   }
   size_t size() const { return size_; }
+  /// Makes room for `n` entries without growing on the way.
+  void reserve(size_t n) {
+    size_t slots = 16;
+    while (slots < 2 * n)
+      slots *= 2;
+    if (slots > slots_.size()) rehash(slots);
+  }
 
  private:
   struct Slot {
@@ -44,9 +51,10 @@ class FlatMap {
       i = (i + 1) & (slots_.size() - 1);
     slots_[i] = Slot{k, std::move(v), true};
   }
-  void grow() {
+  void grow() { rehash(slots_.empty() ? 16 : 2 * slots_.size()); }
+  void rehash(size_t slots) {
     std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 16 : 2 * old.size(), Slot{});
+    slots_.assign(slots, Slot{});
     for (Slot& s : old) {
       if (s.used) place(s.key, std::move(s.value));
     }

@@ -161,42 +161,41 @@ routing::PathId Simulation::assign_route(QpIndex qp) {
   return info.path;
 }
 
-void Simulation::append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const {
+template <typename F>
+void Simulation::for_each_route(QpIndex qp, double share, F&& f) const {
   const QpInfo& info = qps_[qp];
   if (info.sub_count == 0) {
-    out.push_back({paths_.links(info.path), share, qp});
+    f(info.path, share);
     return;
   }
   for (uint32_t i = 0; i < info.sub_count; ++i) {
     const SubRoute& s = sub_routes_[info.sub_begin + i];
-    out.push_back({paths_.links(s.path), share * s.share, qp});
+    f(s.path, share * s.share);
   }
 }
 
-void Simulation::append_route_key(QpIndex qp, double share) {
-  const QpInfo& info = qps_[qp];
-  if (info.sub_count == 0) {
-    pipe_key_.push_back(info.path);
-    pipe_key_.push_back(std::bit_cast<uint64_t>(share));
-    return;
+template <typename F>
+void Simulation::for_each_leg_qp(std::span<const PipelineLeg> legs, F&& f) const {
+  for (const PipelineLeg& leg : legs) {
+    const Connection& c = connections_.at(leg.connection);
+    const double per_qp = leg.share / c.qps;
+    for (uint32_t q = 0; q < c.qps; ++q)
+      f(c.first_qp + q, per_qp);
   }
-  for (uint32_t i = 0; i < info.sub_count; ++i) {
-    const SubRoute& s = sub_routes_[info.sub_begin + i];
-    pipe_key_.push_back(s.path);
-    pipe_key_.push_back(std::bit_cast<uint64_t>(share * s.share));
-  }
+}
+
+void Simulation::append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const {
+  for_each_route(qp, share, [&](routing::PathId p, double s) {
+    out.push_back({paths_.links(p), s, qp});
+  });
 }
 
 void Simulation::flow_routes(uint32_t slot) {
   const Running& r = running_[slot];
   pipe_routes_.clear();
   if (is_pipeline(slot)) {
-    for (const PipelineLeg& leg : pipe_legs_[slot]) {
-      const Connection& c = connections_[leg.connection];
-      const double per_qp = leg.share / c.qps;
-      for (uint32_t q = 0; q < c.qps; ++q)
-        append_routes(c.first_qp + q, per_qp, pipe_routes_);
-    }
+    for_each_leg_qp(pipe_legs_[slot],
+                    [&](QpIndex q, double share) { append_routes(q, share, pipe_routes_); });
   } else {
     append_routes(r.qp, 1.0, pipe_routes_);
   }
@@ -453,21 +452,13 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
                           double rate_cap, uint64_t tag, bool reduce_in_switches, double window) {
   ROCESIM_CHECK(!legs.empty() && bytes.count() > 0, "a pipeline moves bytes over >= 1 leg");
   // Route every QP first: routing one may grow the path table and move the others' links.
-  for (const PipelineLeg& leg : legs) {
-    const Connection& c = connections_.at(leg.connection);
-    for (uint32_t q = 0; q < c.qps; ++q) {
-      if (flowlet_timeout_ != Time::infinity()) new_burst(c.first_qp + q);
-      (void)path_of(c.first_qp + q);
-    }
-  }
+  for_each_leg_qp(legs, [&](QpIndex q, double) {
+    if (flowlet_timeout_ != Time::infinity()) new_burst(q);
+    (void)path_of(q);
+  });
   auto build = [&]() {
     pipe_routes_.clear();
-    for (const PipelineLeg& leg : legs) {
-      const Connection& c = connections_[leg.connection];
-      const double per_qp = leg.share / c.qps;
-      for (uint32_t q = 0; q < c.qps; ++q)
-        append_routes(c.first_qp + q, per_qp, pipe_routes_);
-    }
+    for_each_leg_qp(legs, [&](QpIndex q, double share) { append_routes(q, share, pipe_routes_); });
   };
   build();
   network::FlowSpec spec;
@@ -483,12 +474,12 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   // paths and shares, a few words per leg, rather than its thousands of links).
   pipe_key_.clear();
   pipe_key_.push_back(reduce_in_switches ? 1 : 0);
-  for (const PipelineLeg& leg : legs) {
-    const Connection& c = connections_[leg.connection];
-    const double per_qp = leg.share / c.qps;
-    for (uint32_t q = 0; q < c.qps; ++q)
-      append_route_key(c.first_qp + q, per_qp);
-  }
+  for_each_leg_qp(legs, [&](QpIndex q, double share) {
+    for_each_route(q, share, [&](routing::PathId p, double s) {
+      pipe_key_.push_back(p);
+      pipe_key_.push_back(std::bit_cast<uint64_t>(s));
+    });
+  });
   uint64_t hash = 0xcbf29ce484222325ull;
   for (const uint64_t v : pipe_key_)
     hash = (hash ^ v) * 0x100000001b3ull;

@@ -304,6 +304,12 @@ class Simulation {
   routing::PathId assign_route(QpIndex qp);
   /// The routes a flow on `qp` carrying `share` of its bytes takes (several if sprayed).
   void append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const;
+  /// Calls f(path, share) for each route a flow on `qp` carrying `share` of its bytes takes.
+  template <typename F>
+  void for_each_route(QpIndex qp, double share, F&& f) const;
+  /// Calls f(qp, share) for every QP of a pipeline's legs, with its share of the bytes.
+  template <typename F>
+  void for_each_leg_qp(std::span<const PipelineLeg> legs, F&& f) const;
   /// The routes of a running flow over its QPs' current paths, into pipe_routes_.
   void flow_routes(uint32_t slot);
   /// Whether a running flow is a pipeline (several legs; else one QP's flow).
@@ -374,9 +380,6 @@ class Simulation {
   std::vector<PipeUnion> pipe_unions_;
   std::unordered_multimap<uint64_t, uint32_t> pipe_union_of_;  // key hash -> pipe_unions_
   std::vector<uint64_t> pipe_key_;
-  /// Appends what a flow on `qp` carrying `share` of its bytes is made of to pipe_key_ (as
-  /// append_routes lists its routes).
-  void append_route_key(QpIndex qp, double share);
   std::vector<std::vector<PipelineLeg>> pipe_legs_;  // by engine flow slot, for pipelines
   // Links: up now, up as routing last converged, speed as a fraction of nominal.
   std::vector<uint8_t> link_up_, routed_up_;

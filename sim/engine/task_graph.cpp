@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "sim/core/flat_map.hpp"
+
 namespace rocesim::engine {
 
 TaskGraph::TaskId TaskGraph::add_transfer(const TransferSpec& t) {
@@ -37,39 +39,36 @@ void TaskGraph::start(Simulation& sim, WorkloadId id) {
     deps_[fill[b]++] = a;
 
   // Transfers with the same endpoints and connection settings share one connection, made when
-  // the first of them comes. An open-addressing table of transfer indices, probed linearly: an
-  // all-to-all has a million transfers, and a node-based hash map cost an allocation and a
-  // cache miss or two for each.
-  auto same = [](const TransferSpec& a, const TransferSpec& b) {
-    return a.src == b.src && a.dst == b.dst && a.conn.qps == b.conn.qps &&
-           a.conn.mode == b.conn.mode && a.conn.message_bytes == b.conn.message_bytes &&
-           a.conn.relay == b.conn.relay && a.via == b.via;
+  // the first of them comes (an all-to-all has a million transfers).
+  struct Same {  // a transfer as a key: its endpoints and connection settings
+    const TransferSpec* t = nullptr;
+    bool operator==(const Same& o) const {
+      return t->src == o.t->src && t->dst == o.t->dst && t->conn.qps == o.t->conn.qps &&
+             t->conn.mode == o.t->conn.mode && t->conn.message_bytes == o.t->conn.message_bytes &&
+             t->conn.relay == o.t->conn.relay && t->via == o.t->via;
+    }
   };
-  auto hash = [](const TransferSpec& t) {
-    uint64_t h = (static_cast<uint64_t>(t.src) << 32) ^ t.dst;
-    h = h * 0x9E3779B97F4A7C15ull ^ t.conn.qps ^ (static_cast<uint64_t>(t.conn.mode) << 8);
-    h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(t.conn.message_bytes);
-    h = h * 0x9E3779B97F4A7C15ull ^ t.conn.relay;
-    for (fabric::NodeId v : t.via)
-      h = h * 0x9E3779B97F4A7C15ull ^ v;
-    return h ^ (h >> 29);
+  struct SameHash {
+    size_t operator()(const Same& k) const {
+      uint64_t h = (static_cast<uint64_t>(k.t->src) << 32) ^ k.t->dst;
+      h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.qps ^ (static_cast<uint64_t>(k.t->conn.mode) << 8);
+      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.t->conn.message_bytes);
+      h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.relay;
+      for (fabric::NodeId v : k.t->via)
+        h = h * 0x9E3779B97F4A7C15ull ^ v;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
   };
-  constexpr uint32_t kEmpty = static_cast<uint32_t>(-1);
-  size_t slots = 16;
-  while (slots < 2 * transfers_.size())
-    slots *= 2;
-  std::vector<uint32_t> first(slots, kEmpty);  // a transfer index per slot
+  FlatMap<Same, ConnectionId, SameHash> open;
+  open.reserve(transfers_.size());
   connection_.resize(transfers_.size());
   for (size_t i = 0; i < transfers_.size(); ++i) {
     const TransferSpec& t = transfers_[i];
-    size_t k = hash(t) & (slots - 1);
-    while (first[k] != kEmpty && !same(transfers_[first[k]], t))
-      k = (k + 1) & (slots - 1);
-    if (first[k] == kEmpty) {
-      first[k] = static_cast<uint32_t>(i);
-      connection_[i] = sim.connect(t.src, t.dst, t.conn, t.via);
+    if (const ConnectionId* c = open.find(Same{&t})) {
+      connection_[i] = *c;
     } else {
-      connection_[i] = connection_[first[k]];
+      connection_[i] = sim.connect(t.src, t.dst, t.conn, t.via);
+      open.insert(Same{&t}, connection_[i]);
     }
   }
 

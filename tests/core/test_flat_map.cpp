@@ -31,6 +31,18 @@ TEST(FlatMap, FindsEveryInsertedKeyThroughGrowth) {
   }
 }
 
+TEST(FlatMap, ReservedRoomHoldsWhatIsInserted) {
+  FlatMap<uint64_t, uint32_t, Identity> m;
+  m.reserve(1000);
+  for (uint32_t i = 0; i < 1000; ++i)
+    m.insert(uint64_t{i} * 16, i);  // every key on a slot that is a multiple of 16
+  for (uint32_t i = 0; i < 1000; ++i) {
+    ASSERT_NE(m.find(uint64_t{i} * 16), nullptr);
+    EXPECT_EQ(*m.find(uint64_t{i} * 16), i);
+  }
+  EXPECT_EQ(m.find(8), nullptr);
+}
+
 TEST(FlatMap, CollidingKeysShareOneProbeChain) {
   FlatMap<uint64_t, uint64_t, Constant> m;
   for (uint64_t k = 100; k < 200; ++k)
