@@ -6,7 +6,7 @@ ECMP spines chosen by a SplitMix64 hash) are defined in the peers' README; this 
 regenerates the same flows and pins each cross-leaf flow to the same spine with `via`, so that
 rocesim and the peers simulate exactly the same flow set.
 
-  reference.py perm 16384 OUTDIR [--bw-gbps 400] [--bytes N] [--seed 1]
+  reference.py perm 16384 OUTDIR [--bw-gbps 400] [--bytes N] [--seed 1] [--tcp]
 
 writes OUTDIR/<scenario>_N<n>.yaml (topology inline, flows in a CSV beside it). Standard library
 only.
@@ -64,11 +64,21 @@ def flows(scenario, n, nbytes, seed):
 DEFAULT_BYTES = {"perm": 16 << 20, "ring": 16 << 20, "incast": 1 << 20, "a2a": 256 << 10}
 
 
-def write(scenario, n, outdir, bw_gbps=400, nbytes=None, seed=1, max_flows=None):
+# The TCP of the peers' ns-3 harness (peers README, section 4): NewReno, MSS 4096 B, initial
+# window 10, 4 MiB socket buffers, MinRto 1 ms, DropTail queues of 1000 packets of up to 4200 B
+# per port; run by rocesim's fluid model with `transport: tcp`.
+NS3_TCP = """network:
+  model: fluid
+  lossy_limit: 4200000B
+  tcp: {congestion_control: newreno, mss: 4096B, initial_window: 10, max_window: 4MiB, min_rto: 1ms}
+"""
+
+
+def write(scenario, n, outdir, bw_gbps=400, nbytes=None, seed=1, max_flows=None, tcp=False):
     nbytes = nbytes or DEFAULT_BYTES[scenario]
     h, s = shape(n)
     os.makedirs(outdir, exist_ok=True)
-    stem = f"{scenario}_N{n}"
+    stem = f"{scenario}_N{n}" + ("_tcp" if tcp else "")
     csv_path = os.path.join(outdir, stem + ".csv")
     with open(csv_path, "w") as f:
         f.write("src,dst,bytes,via\n")
@@ -99,10 +109,11 @@ topology:
   spine: {{count: {s}, latency: 0ns}}
   nic_link_latency: 1us
   link_latency: 1us
-workloads:
+{NS3_TCP if tcp else ""}workloads:
   - name: {scenario}
     type: flows
     file: {stem}.csv
+    transport: {"tcp" if tcp else "rdma"}
 output:
   max_flows: {max_flows if max_flows is not None else 100000000}
 """)
@@ -117,8 +128,10 @@ def main():
     ap.add_argument("--bw-gbps", type=int, default=400)
     ap.add_argument("--bytes", type=int)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tcp", action="store_true",
+                    help="TCP in the fluid model, with the settings of the peers' ns-3 harness")
     a = ap.parse_args()
-    print(write(a.scenario, a.n, a.outdir, a.bw_gbps, a.bytes, a.seed))
+    print(write(a.scenario, a.n, a.outdir, a.bw_gbps, a.bytes, a.seed, tcp=a.tcp))
 
 
 if __name__ == "__main__":

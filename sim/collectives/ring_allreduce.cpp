@@ -25,6 +25,7 @@ constexpr Param kRingParams[] = {
     engine::kQpsParam,
     engine::kQpModeParam,
     engine::kMessageSizeParam,
+    engine::kTransportParam,
     engine::kGroupSizeParam,
     engine::kGroupStrideParam,
 };

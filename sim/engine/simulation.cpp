@@ -355,6 +355,7 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
                0,
                spec.relay == src_gpu ? fabric::kNone : spec.relay,
                spec.traffic_class,
+               spec.transport,
                false};
   ROCESIM_CHECK(c.relay == fabric::kNone || fabric_.node(c.relay).server == s.server,
                 "a relay GPU must be on the sender's server");
@@ -362,6 +363,11 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
   c.via_end = static_cast<uint32_t>(via_.size());
   const bool nvlink = s.server == d.server && via.empty() && c.relay == fabric::kNone;
   c.nvlink = nvlink;
+  if (nvlink) {
+    c.transport = network::Transport::Rdma;
+  } else if (c.transport == network::Transport::Tcp) {
+    c.traffic_class = network::TrafficClass::Lossy;
+  }
   if (nvlink) {
     c.qps = 1;  // one NVLink channel; QPs are a NIC concept
     qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone});
@@ -412,6 +418,7 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double
   spec.rate_cap = rate_cap;
   spec.window = window;
   spec.traffic_class = connections_[qps_[qp].connection].traffic_class;
+  spec.transport = connections_[qps_[qp].connection].transport;
   // The QP's path is its route, or the union of its sprayed routes merged when it was routed.
   spec.merged_links = paths_.links(path);
   spec.merged_weights = paths_.weights(path);
@@ -467,6 +474,7 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   spec.rate_cap = rate_cap;
   spec.window = window;  // per unit of share: a leg's window spread over its QPs
   spec.traffic_class = connections_[legs.front().connection].traffic_class;
+  spec.transport = connections_[legs.front().connection].transport;
   spec.reduce_in_switches = reduce_in_switches;
   // The union of the legs, as results count the bytes on each link; the workload accounts for
   // the pipeline's latency itself. The same routes with the same shares make the same union: an

@@ -74,6 +74,9 @@ struct ConnectionSpec {
   /// rather than the sender's own; kNone: the sender's own NIC.
   fabric::NodeId relay = fabric::kNone;
   network::TrafficClass traffic_class = network::TrafficClass::Lossless;
+  /// TCP puts the connection's fabric traffic in the lossy class (inside a server it is NVLink
+  /// whatever the transport).
+  network::Transport transport = network::Transport::Rdma;
 };
 
 /// One connection of a pipeline and the share of the pipeline's bytes it carries.
@@ -261,6 +264,7 @@ class Simulation {
     uint32_t via_begin, via_end;
     fabric::NodeId relay;
     network::TrafficClass traffic_class;
+    network::Transport transport;
     bool nvlink;  // inside one server: never routed through the fabric
   };
   struct Transfer {

@@ -65,6 +65,20 @@ inline constexpr Param kQpModeParam{
         "all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)",
     .choices = "round_robin|split"};
 
+inline constexpr Param kTransportParam{
+    .key = "transport",
+    .type = ParamType::Choice,
+    .fallback = "rdma",
+    .help =
+        "rdma: the NIC's RDMA (RoCEv2 or InfiniBand), in the lossless class; tcp: the host's TCP "
+        "stack, in the lossy class (its congestion control, losses and time-outs need "
+        "network.model: fluid, see network.tcp)",
+    .choices = "rdma|tcp"};
+
+inline network::Transport read_transport(const ParamReader& r) {
+  return r.choice("transport") == "tcp" ? network::Transport::Tcp : network::Transport::Rdma;
+}
+
 // Splitting the ranks of a collective into independent groups (communicators).
 inline constexpr Param kGroupSizeParam{
     .key = "group_size",
@@ -126,12 +140,13 @@ struct WorkloadInput {
   std::string base_dir;
 };
 
-/// Reads qps_per_connection, qp_mode and message_size.
+/// Reads qps_per_connection, qp_mode, message_size and transport.
 inline ConnectionSpec read_connection_spec(const ParamReader& r) {
   ConnectionSpec c;
   c.qps = r.integer_as<uint32_t>("qps_per_connection");
   c.mode = r.choice("qp_mode") == "split" ? QpMode::Split : QpMode::RoundRobin;
   c.message_bytes = r.bytes("message_size").count();
+  c.transport = read_transport(r);
   return c;
 }
 

@@ -93,6 +93,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.lost = 0;
   fl.window = spec.window;
   fl.tc = spec.traffic_class;
+  fl.transport = spec.transport;
   fl.sent_base = 0;
   ++active_flows_;
   add_routes(h, spec.routes, t);
@@ -117,9 +118,14 @@ void FluidNetwork::set_hops(RouteState& rs, std::span<const fabric::LinkId> hops
   rs.hops.clear();
   rs.sched = 0;
   rs.cc = false;
+  rs.tcp = false;
   rs.line = links_[hops.front()].cap;
+  const bool tcp = flows_[rs.flow].transport == Transport::Tcp;
+  // The acknowledgements come back the way the data went (ECMP hashes both directions alike).
+  rs.base_rtt = config_.tcp.host_latency;
   for (const fabric::LinkId l : hops) {
     const fabric::Link& link = fabric_.link(l);
+    rs.base_rtt += 2 * link.latency.in_seconds();
     Hop hop{l};
     if (reduce && fabric_switch(fabric_.node(link.src)) && fabric_switch(fabric_.node(link.dst)) &&
         share_on_link_[l] > 1) {
@@ -129,7 +135,8 @@ void FluidNetwork::set_hops(RouteState& rs, std::span<const fabric::LinkId> hops
     if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
         fabric_switch(fabric_.node(link.dst))) {
       // The NIC schedules its QPs onto its port (PCIe before it only feeds it).
-      rs.cc = config_.dcqcn.enabled;
+      rs.cc = !tcp && config_.dcqcn.enabled;
+      rs.tcp = tcp;
       rs.line = links_[l].cap;
       rs.sched = static_cast<uint32_t>(rs.hops.size() - 1);
     }
@@ -154,12 +161,21 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
     if (rs.qp != kNoQp) {
       if (rs.qp >= qps_.size()) qps_.resize(rs.qp + 1);
       QpState& q = qps_[rs.qp];
+      const TcpConfig& tcp = config_.tcp;
       if (!q.seen) {
         q.seen = true;
         q.line = rs.line;
         q.rc = q.rt = rs.line;
         q.alpha = 1;
         q.last = t;
+        q.cwnd = tcp.initial_window * tcp.mss;
+        q.ssthresh = std::numeric_limits<double>::infinity();
+        q.rtt = rs.base_rtt;
+      } else if (rs.tcp) {
+        // A connection idle for longer than its time-out starts again from its initial window
+        // (RFC 2861; Linux's tcp_slow_start_after_idle).
+        if (q.users == 0 && tcp.restart_after_idle && t - q.last > std::max(tcp.min_rto, q.rtt))
+          q.cwnd = std::min(q.cwnd, tcp.initial_window * tcp.mss);
       } else if (q.users == 0 && t > q.last) {
         // Idle since its last flow: what the increase timer did meanwhile, without congestion.
         update_qp(q, t - q.last);
@@ -392,6 +408,60 @@ void FluidNetwork::update_pauses(double now) {
   }
 }
 
+double FluidNetwork::lossy_cap(fabric::LinkId l) const {
+  const fabric::NodeId v = fabric_.link(l).src;
+  const double buffer = node_buffer_[v];
+  if (buffer <= 0) return std::numeric_limits<double>::infinity();
+  const double cap = config_.lossy_alpha * std::max(0.0, buffer - node_used_[v]);
+  return config_.lossy_limit > 0 ? std::min(cap, config_.lossy_limit) : cap;
+}
+
+void FluidNetwork::update_tcp(QpState& q, double now, double dt) const {
+  const TcpConfig& c = config_.tcp;
+  const bool cubic = c.algorithm == TcpConfig::Algorithm::Cubic;
+  // Multiplicative decrease: NewReno halves (RFC 5681), CUBIC keeps 0.7 (RFC 9438).
+  const double beta = cubic ? 0.7 : 0.5;
+  if (q.dropped > 0) {
+    q.dropped = 0;
+    // The losses of one window are one congestion event: one cut per round trip.
+    if (now - q.last_cut < q.rtt) return;
+    const double before = q.cwnd;
+    q.w_max = before;
+    q.last_cut = now;
+    q.ssthresh = std::max(before * beta, 2 * c.mss);
+    if (before < 4 * c.mss) {
+      // Too few segments in flight for three duplicate acknowledgements: the retransmission
+      // timer finds the loss (Linux: RTO = SRTT + max(4 RTTVAR, TCP_RTO_MIN)), and the sender
+      // starts again from one segment (RFC 5681's loss window).
+      q.rto_until = now + q.rtt + c.min_rto;
+      q.cwnd = c.mss;
+    } else {
+      q.cwnd = q.ssthresh;  // fast retransmit and recovery
+    }
+    return;
+  }
+  if (q.x <= 0 || dt <= 0) return;
+  const double acked = q.x * dt;  // bytes acknowledged in the interval (fluid)
+  if (q.cwnd < q.ssthresh) {
+    q.cwnd = std::min(q.cwnd + acked, q.ssthresh);  // slow start: a segment per segment acked
+  } else if (!cubic) {
+    q.cwnd += c.mss * acked / q.cwnd;  // congestion avoidance: a segment per window
+  } else {
+    // CUBIC (RFC 9438), in segments: W(t) = C (t - K)^3 + W_max with C = 0.4, and its
+    // Reno-friendly estimate; the window moves towards the target by (target - cwnd) / cwnd
+    // per acknowledgement, at most 1.5 cwnd.
+    constexpr double kC = 0.4;
+    const double t = now - q.last_cut;
+    const double wmax = q.w_max / c.mss;
+    const double k = std::cbrt(wmax * (1 - beta) / kC);
+    const double w_cubic = kC * (t - k) * (t - k) * (t - k) + wmax;
+    const double w_est = wmax * beta + 3 * (1 - beta) / (1 + beta) * t / std::max(q.rtt, 1e-12);
+    const double target = std::min(std::max(w_cubic, w_est) * c.mss, 1.5 * q.cwnd);
+    if (target > q.cwnd) q.cwnd = std::min(target, q.cwnd + acked * (target - q.cwnd) / q.cwnd);
+  }
+  q.cwnd = std::min(q.cwnd, c.max_window);
+}
+
 void FluidNetwork::update_qp(QpState& q, double dt) const {
   const DcqcnConfig& c = config_.dcqcn;
   const double ai = c.ai_fraction * q.line, hai = c.hai_fraction * q.line;
@@ -506,6 +576,7 @@ void FluidNetwork::compute_rates(double now) {
     if (rs.qp != kNoQp) {
       qps_[rs.qp].users = 0;
       qps_[rs.qp].p = 0;
+      qps_[rs.qp].x = 0;
     }
   }
   for (const uint32_t r : live_routes_) {
@@ -516,6 +587,7 @@ void FluidNetwork::compute_rates(double now) {
     q.p = std::max(q.p, rs.p);
   }
   // Senders' demands, then the port each sends from shared max-min (the NIC's round robin).
+  double wake = 1e300;
   for (const uint32_t r : live_routes_) {
     RouteState& rs = routes_[r];
     rs.x = 0;
@@ -528,6 +600,26 @@ void FluidNetwork::compute_rates(double now) {
       const QpState& q = qps_[rs.qp];
       want = q.rc / q.users;
       moving = moving || q.rc < q.line || q.rt < q.line;
+    }
+    if (rs.tcp && rs.qp != kNoQp) {
+      // TCP: a window per round trip, the round trip growing with the queues on the way (the
+      // fluid model of Misra, Gong and Towsley); nothing during a retransmission time-out.
+      QpState& q = qps_[rs.qp];
+      if (q.rto_until > now + 1e-12) {  // (a picosecond: the clock's grain)
+        wake = std::min(wake, q.rto_until);
+        continue;
+      }
+      double rtt = rs.base_rtt;
+      for (const Hop& hop : rs.hops) {
+        const LinkState& s = links_[hop.link];
+        if (s.cap > 0) rtt += (s.queue[0] + s.queue[1] + s.queue[2]) / s.cap;
+      }
+      q.rtt = rtt;
+      want = std::min(q.line, q.cwnd / rtt);
+      if (config_.tcp.host_rate > 0) want = std::min(want, config_.tcp.host_rate);
+      want /= q.users;
+      // The window grows while it bounds the rate (and until its maximum).
+      moving = moving || (q.cwnd < config_.tcp.max_window && q.cwnd / rtt < q.line);
     }
     if (rs.window > 0) {
       // Receiver-driven admission: with its window in flight, a sender sends as the receiver
@@ -564,9 +656,13 @@ void FluidNetwork::compute_rates(double now) {
     for (const uint32_t r : fl.routes)
       rate = std::min(rate, routes_[r].x / routes_[r].share);
     fl.rate = rate;
-    for (const uint32_t r : fl.routes)
-      routes_[r].x = rate * routes_[r].share;
+    for (const uint32_t r : fl.routes) {
+      RouteState& rs = routes_[r];
+      rs.x = rate * rs.share;
+      if (rs.tcp) qps_[rs.qp].x += rs.x;
+    }
   }
+  wake_ = wake;
   // Queues in the order links feed each other: each serves what it holds and what arrives.
   const double grid = (std::floor(now / config_.step + 1e-9) + 1) * config_.step;
   const double dt = grid - now;  // what the rates are planned for
@@ -598,6 +694,22 @@ void FluidNetwork::compute_rates(double now) {
       serve[1] = left * w_ly / (w_ll + w_ly);
     }
     s.served = serve;
+    // A full lossy queue drops what arrives beyond what it serves and has room for (drop-tail);
+    // the route hops there lose the same fraction of their arrivals.
+    s.drop = 0;
+    if (need[1] > 0) {
+      const double room = lossy_cap(l) - s.queue[1];
+      double arriving = 0;
+      for (const Entry& e : s.entries) {
+        if (e.tc == TrafficClass::Lossy) arriving += e.hop->w * e.hop->a;
+      }
+      const double allowed = serve[1] + std::max(0.0, room) / dt;
+      if (arriving > allowed) {
+        s.drop = (arriving - allowed) / arriving;
+        need[1] -= arriving - allowed;
+        moving = true;
+      }
+    }
     std::array<double, kTrafficClasses>& frac = s.frac;
     for (size_t c = 0; c < kTrafficClasses; ++c) {
       frac[c] = need[c] > 0 ? std::min(1.0, serve[c] / need[c]) : 1.0;
@@ -605,7 +717,8 @@ void FluidNetwork::compute_rates(double now) {
     }
     for (const Entry& e : s.entries) {
       Hop& hop = *e.hop;
-      hop.d = frac[static_cast<size_t>(e.tc)] * (hop.b / dt + hop.a);
+      const double a = e.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+      hop.d = frac[static_cast<size_t>(e.tc)] * (hop.b / dt + a);
     }
   }
   for (const uint32_t r : live_routes_) {
@@ -679,12 +792,16 @@ void FluidNetwork::plan(double now, bool full) {
     break;
   }
   if (moving_) next = std::min(next, std::max(grid_, Time::seconds(now) + Time::ps(1)));
+  if (wake_ < 1e299) {
+    next = std::min(next, std::max(Time::ps(static_cast<int64_t>(std::ceil(wake_ * 1e12))),
+                                   Time::seconds(now) + Time::ps(1)));
+  }
   next_event_ = next;
 }
 
 void FluidNetwork::commit(Time now) {
   now_ = now.in_seconds();
-  if (!moving_ && !added_ && ended_.empty() && !dirty_) {
+  if (!moving_ && !added_ && ended_.empty() && !dirty_ && now_ < wake_) {
     plan(now_, false);  // nothing changed: the same rates, from now
     return;
   }
@@ -698,7 +815,9 @@ void FluidNetwork::commit(Time now) {
       for (uint32_t k = 0; k < rs.hops.size(); ++k) {
         Hop& hop = rs.hops[k];
         hop.a = k == 0 ? 0 : rs.hops[k - 1].d;
-        hop.d = links_[hop.link].frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + hop.a);
+        const LinkState& s = links_[hop.link];
+        const double a = rs.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+        hop.d = s.frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + a);
       }
     }
     plan(now_, false);
@@ -746,7 +865,18 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     for (const uint32_t r : live_routes_) {
       RouteState& rs = routes_[r];
       for (Hop& hop : rs.hops) {
-        hop.b += (hop.a - hop.d) * dt;
+        double a = hop.a;
+        const double drop = rs.tc == TrafficClass::Lossy ? links_[hop.link].drop : 0.0;
+        if (drop > 0) {
+          // Drop-tail: the bytes are the sender's to send again, and its congestion signal.
+          const double lost = hop.a * drop * dt;
+          a -= hop.a * drop;
+          flows_[rs.flow].lost += lost / rs.share;
+          if (rs.qp != kNoQp) qps_[rs.qp].dropped += lost;
+          for (NetworkObserver* o : observers_)
+            o->on_drop(hop.link, rs.tc, t, hop.w * lost);
+        }
+        hop.b += (a - hop.d) * dt;
         if (hop.b < kEmpty) hop.b = 0;
         if (hop.b > 0 && links_[hop.link].cap <= 0) {
           // A link that is down drops what reaches it: no queue, no mark, no pause; the bytes
@@ -757,7 +887,9 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
           hop.b = 0;
         }
       }
-      if (rs.p > 0) {
+      if (rs.p > 0 && rs.tc != TrafficClass::Lossy) {
+        // ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2
+        // accepts ECN but never asks for it).
         for (const Hop& hop : rs.hops) {
           const LinkState& s = links_[hop.link];
           if (s.p <= 0) continue;
@@ -791,6 +923,20 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       if (q.rc != before) {
         for (NetworkObserver* o : observers_)
           o->on_rate(rs.qp, t, q.rc);
+      }
+    }
+    // TCP windows, from what the connections sent and lost.
+    for (const uint32_t r : live_routes_) {
+      const RouteState& rs = routes_[r];
+      if (!rs.tcp || rs.qp == kNoQp) continue;
+      QpState& q = qps_[rs.qp];
+      if (q.last >= to) continue;
+      const double before = q.cwnd;
+      update_tcp(q, to, to - q.last);
+      q.last = to;
+      if (q.cwnd != before) {
+        for (NetworkObserver* o : observers_)
+          o->on_rate(rs.qp, t, q.cwnd / std::max(q.rtt, 1e-12));
       }
     }
   }
@@ -1088,6 +1234,57 @@ const ParamTable kDcqcnTable{"network.dcqcn (model: fluid)",
                              "point's CNP spacing is cnp_interval).",
                              kDcqcnParams};
 
+constexpr Param kTcpParams[] = {
+    {.key = "congestion_control",
+     .type = ParamType::Choice,
+     .fallback = "cubic",
+     .help = "window growth and cut: cubic (RFC 9438, Linux's default) or newreno (RFC 5681 / "
+             "6582)",
+     .choices = "cubic|newreno"},
+    {.key = "mss",
+     .type = ParamType::Bytes,
+     .fallback = "8948B",
+     .help = "payload per segment: a 9000-byte MTU less IPv4 (20), TCP (20) and timestamp (12) "
+             "headers; 1448 B at a 1500-byte MTU",
+     .check = Check::Positive},
+    {.key = "initial_window",
+     .type = ParamType::Integer,
+     .fallback = "10",
+     .help = "segments of the first window (RFC 6928, Linux's TCP_INIT_CWND)",
+     .check = Check::Positive},
+    {.key = "max_window",
+     .type = ParamType::Bytes,
+     .fallback = "6MiB",
+     .help = "largest window: the receive buffer (Linux's net.ipv4.tcp_rmem maximum, 6 MiB)",
+     .check = Check::Positive},
+    {.key = "min_rto",
+     .type = ParamType::Time,
+     .fallback = "200ms",
+     .help = "least retransmission time-out, added to the round trip (Linux's TCP_RTO_MIN)",
+     .check = Check::Positive},
+    {.key = "host_rate",
+     .type = ParamType::Bandwidth,
+     .fallback = "0bps",
+     .help = "most one connection's host stack moves (system calls, copies, interrupts: measure "
+             "it, e.g. one iperf3 stream); 0: no bound",
+     .check = Check::NonNegative},
+    {.key = "host_latency",
+     .type = ParamType::Time,
+     .fallback = "0s",
+     .help = "time both hosts' stacks add to a round trip (measure it, e.g. sockperf ping-pong "
+             "less the wire)",
+     .check = Check::NonNegative},
+    {.key = "restart_after_idle",
+     .type = ParamType::Boolean,
+     .fallback = "true",
+     .help = "a connection idle for longer than its time-out restarts from its initial window "
+             "(RFC 2861; Linux's net.ipv4.tcp_slow_start_after_idle)"},
+};
+const ParamTable kTcpTable{"network.tcp (model: fluid)",
+                           "TCP senders: the connections of workloads with `transport: tcp`, "
+                           "whose bytes travel in the lossy class.",
+                           kTcpParams};
+
 constexpr Param kFluidParams[] = {
     kModelParam,
     {.key = "step",
@@ -1114,6 +1311,19 @@ constexpr Param kFluidParams[] = {
      .help = "share of the lossy class against the lossless class (weight 1) on a link where "
              "both queue (ETS; Cumulus' RoCE default is 50/50)",
      .check = Check::Positive},
+    {.key = "lossy_alpha",
+     .type = ParamType::Number,
+     .fallback = "1",
+     .help = "dynamic threshold of a switch's lossy egress queue: it drops past alpha x (free "
+             "shared buffer) (Choudhury-Hahne; alone, a queue takes alpha / (1 + alpha) of the "
+             "buffer)",
+     .check = Check::Positive},
+    {.key = "lossy_limit",
+     .type = ParamType::Bytes,
+     .fallback = "0B",
+     .help = "fixed cap on a switch's lossy egress queue (a per-port drop-tail limit), on top of "
+             "the dynamic threshold; 0: none",
+     .check = Check::NonNegative},
     {.key = "pfc",
      .type = ParamType::Section,
      .fallback = "{}",
@@ -1129,16 +1339,21 @@ constexpr Param kFluidParams[] = {
      .fallback = "{}",
      .help = "DCQCN rate control",
      .choices = "see network.dcqcn"},
+    {.key = "tcp",
+     .type = ParamType::Section,
+     .fallback = "{}",
+     .help = "TCP senders (`transport: tcp`)",
+     .choices = "see network.tcp"},
 };
 const ParamTable kFluidTable{
     "network (model: fluid)",
-    "Queues at every egress port, PFC, ECN and DCQCN, integrated in time steps "
-    "(docs/models/fluid.md). Lossless RDMA class, lossy class and a strict-priority control "
-    "class; switch buffers from the topology (`leaf.buffer`, ...).",
+    "Queues at every egress port, PFC, ECN, DCQCN and TCP, integrated in time steps "
+    "(docs/models/fluid.md). Lossless RDMA class, lossy class (drop-tail) and a strict-priority "
+    "control class; switch buffers from the topology (`leaf.buffer`, ...).",
     kFluidParams};
 
 constexpr const ParamTable* kFluidSubtables[] = {&kPfcTable, &kEcnTable, &kEcnRoleTable,
-                                                 &kDcqcnTable};
+                                                 &kDcqcnTable, &kTcpTable};
 
 }  // namespace
 
@@ -1157,6 +1372,8 @@ FluidConfig read_fluid(const ParamReader& r) {
   c.packet = static_cast<double>(r.bytes("packet_size").count());
   c.device_buffer = static_cast<double>(r.bytes("device_buffer").count());
   c.lossy_weight = r.number("lossy_weight");
+  c.lossy_alpha = r.number("lossy_alpha");
+  c.lossy_limit = static_cast<double>(r.bytes("lossy_limit").count());
   const ParamReader pfc = r.section("pfc", kPfcTable);
   c.pfc = pfc.boolean("enabled");
   c.pfc_alpha = pfc.number("alpha");
@@ -1202,6 +1419,16 @@ FluidConfig read_fluid(const ParamReader& r) {
   c.dcqcn.ai_fraction = d.number("ai_fraction");
   c.dcqcn.hai_fraction = d.number("hai_fraction");
   c.dcqcn.min_rate = d.bandwidth("min_rate").bytes_per_second();
+  const ParamReader t = r.section("tcp", kTcpTable);
+  c.tcp.algorithm = t.choice("congestion_control") == "newreno" ? TcpConfig::Algorithm::NewReno
+                                                                : TcpConfig::Algorithm::Cubic;
+  c.tcp.mss = static_cast<double>(t.bytes("mss").count());
+  c.tcp.initial_window = static_cast<double>(t.integer_as<int>("initial_window"));
+  c.tcp.max_window = static_cast<double>(t.bytes("max_window").count());
+  c.tcp.min_rto = t.time("min_rto").in_seconds();
+  c.tcp.host_rate = t.bandwidth("host_rate").bytes_per_second();
+  c.tcp.host_latency = t.time("host_latency").in_seconds();
+  c.tcp.restart_after_idle = t.boolean("restart_after_idle");
   return c;
 }
 

@@ -72,6 +72,19 @@ struct DcqcnConfig {
   double min_rate = 125e3;       // bytes/s (1 Mb/s)
 };
 
+/// TCP senders (`transport: tcp`), as fluid window dynamics (docs/models/fluid.md).
+struct TcpConfig {
+  enum class Algorithm : uint8_t { NewReno, Cubic };
+  Algorithm algorithm = Algorithm::Cubic;  // Linux's default
+  double mss = 8948;            // bytes: a 9000-byte MTU less IPv4 (20), TCP (20), timestamps (12)
+  double initial_window = 10;   // segments (RFC 6928)
+  double max_window = 6291456;  // bytes: Linux's tcp_rmem maximum (6 MiB)
+  double min_rto = 0.2;         // s: Linux's TCP_RTO_MIN
+  double host_rate = 0;         // bytes/s one connection's host stack moves; 0: no bound
+  double host_latency = 0;      // s both hosts' stacks add to a round trip
+  bool restart_after_idle = true;  // RFC 2861: the window restarts after an idle RTO
+};
+
 struct FluidConfig {
   double step = 1e-6;             // s
   double packet = 4096;           // payload bytes per packet (the RoCE path MTU)
@@ -80,10 +93,13 @@ struct FluidConfig {
   double xon_offset = 18432;      // bytes below XOFF at which a pause ends
   double device_buffer = 262144;  // bytes per ingress port of a NIC, NVSwitch or GPU
   double lossy_weight = 1.0;      // share of the lossy class when both data classes queue
+  double lossy_alpha = 1.0;       // dynamic threshold of a switch's lossy egress queue
+  double lossy_limit = 0;         // bytes, a fixed cap on a lossy egress queue; 0: none
   double watchdog = 0.2;          // s: a pause longer than this is a PFC storm
   // Per switch role (index: fabric::SwitchRole).
   std::array<EcnProfile, 7> ecn{};
   DcqcnConfig dcqcn{};
+  TcpConfig tcp{};
 };
 
 /// PFC diagnostics of one link's receiver (counts of pauses, queues and marks go to the
@@ -142,13 +158,15 @@ class FluidNetwork final : public NetworkModel {
     QpId qp = kNoQp;
     double share = 1;
     TrafficClass tc = TrafficClass::Lossless;
-    bool cc = false;     // crosses a NIC onto the fabric: DCQCN applies
-    uint32_t sched = 0;  // the hop whose link the sender's scheduler shares (the NIC's port)
-    double line = 0;     // the QP's line rate (bytes/s): NIC uplink, or the first hop
-    double window = 0;   // bytes that may be queued on the way at once; 0: no limit
-    double demand = 0;   // what the sender asks for in this interval
-    double x = 0;        // injection rate (bytes/s)
-    double p = 0;        // marking probability seen by the route
+    bool cc = false;      // crosses a NIC onto the fabric: DCQCN applies
+    bool tcp = false;     // crosses a NIC onto the fabric with transport TCP: its window applies
+    double base_rtt = 0;  // s: the route's propagation there and back, with the hosts' stacks
+    uint32_t sched = 0;   // the hop whose link the sender's scheduler shares (the NIC's port)
+    double line = 0;      // the QP's line rate (bytes/s): NIC uplink, or the first hop
+    double window = 0;    // bytes that may be queued on the way at once; 0: no limit
+    double demand = 0;    // what the sender asks for in this interval
+    double x = 0;         // injection rate (bytes/s)
+    double p = 0;         // marking probability seen by the route
     std::vector<Hop> hops;
     bool live = false;
     bool sending = true;  // false once the flow's last byte left the sender
@@ -171,6 +189,7 @@ class FluidNetwork final : public NetworkModel {
     double lost = 0;      // bytes dropped by links that are down, to send again
     double window = 0;    // FlowSpec::window
     TrafficClass tc = TrafficClass::Lossless;
+    Transport transport = Transport::Rdma;
     double sent_base = 0;  // `sent` at the last reroute
   };
   struct QpState {
@@ -180,6 +199,15 @@ class FluidNetwork final : public NetworkModel {
     double last = 0;     // time of the last update (s)
     uint32_t users = 0;  // routes using the QP in the current interval
     bool seen = false;
+    // TCP (a connection: its window outlives a flow, as DCQCN's rate does).
+    double cwnd = 0;          // bytes
+    double ssthresh = 0;      // bytes
+    double w_max = 0;         // bytes, the window at the last loss (CUBIC)
+    double last_cut = -1e30;  // s, when the window was last cut
+    double rtt = 0;           // s, the round trip its routes see (propagation + queues)
+    double x = 0;             // bytes/s sent in the current interval
+    double dropped = 0;       // bytes lost in queues since the last update
+    double rto_until = -1;    // s, a retransmission time-out: silent until then
   };
   // A route's hop on a link, with what the hot loops need at hand: the hop itself and where
   // its arrivals come from (the previous hop's departures, or the sender's rate). Pointers
@@ -194,6 +222,7 @@ class FluidNetwork final : public NetworkModel {
   };
   struct LinkState {
     double cap = 0;
+    double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
     std::vector<Entry> entries;  // rebuilt when routes come and go
     std::array<double, kTrafficClasses> queue{};
     std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
@@ -224,6 +253,11 @@ class FluidNetwork final : public NetworkModel {
   double xoff(fabric::LinkId l) const;
   void update_pauses(double now);
   void update_qp(QpState& q, double dt) const;
+  /// A TCP connection's window over `dt` at its rate, or its cut after a loss.
+  void update_tcp(QpState& q, double now, double dt) const;
+  /// Largest lossy queue on a link (its sender a switch): the dynamic threshold of the free
+  /// shared buffer, capped by lossy_limit; infinite elsewhere (hosts and devices do not drop).
+  double lossy_cap(fabric::LinkId l) const;
   void detect_deadlock();
   /// A predicted event: a flow's sender ends (tracer false) or a route's last byte leaves its
   /// last queue (tracer true), at ps.
@@ -275,6 +309,7 @@ class FluidNetwork final : public NetworkModel {
   double now_ = 0;       // s, time of the last advance or commit
   bool moving_ = false;  // queues, pauses or rate control in motion: step
   Time next_event_ = Time::infinity();
+  double wake_ = 1e300;  // s, the earliest end of a TCP time-out, when nothing else moves
   uint64_t steps_ = 0;
 };
 

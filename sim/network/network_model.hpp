@@ -42,6 +42,12 @@ enum class TrafficClass : uint8_t { Lossless = 0, Lossy = 1, Control = 2 };
 inline constexpr size_t kTrafficClasses = 3;
 std::string_view traffic_class_name(TrafficClass c);
 
+/// How a sender moves a flow's bytes across the fabric: RDMA (RoCE or InfiniBand: the NIC's
+/// rate control, in the class the fabric makes lossless) or TCP (the host's window-based
+/// congestion control, in the lossy class, where full queues drop). A model without queues
+/// shares both alike.
+enum class Transport : uint8_t { Rdma = 0, Tcp = 1 };
+
 /// One QP's part of a flow: the links it crosses in order, and the bytes it carries per byte of
 /// the flow.
 struct Route {
@@ -62,6 +68,7 @@ struct FlowSpec {
   /// window over the round trip).
   double window = 0;
   TrafficClass traffic_class = TrafficClass::Lossless;
+  Transport transport = Transport::Rdma;
   /// In-network reduction (CollNet/SHARP): a link between two fabric switches carries one
   /// reduced stream however many routes cross it.
   bool reduce_in_switches = false;

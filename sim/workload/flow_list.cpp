@@ -68,6 +68,7 @@ constexpr Param kFlowListParams[] = {
      .type = ParamType::String,
      .help = "CSV file of flows, relative to the file that holds the workload",
      .optional = true},
+    engine::kTransportParam,
 };
 
 std::vector<fabric::NodeId> read_via(const ConfigNode& list, const fabric::Fabric& f) {
@@ -112,6 +113,7 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
     spec.bytes = r.bytes("bytes");
     spec.conn.qps = r.integer_as<uint32_t>("qps");
     spec.conn.mode = engine::QpMode::Split;
+    spec.conn.transport = engine::read_transport(in.spec);
     if (r.has("via")) {
       spec.via = read_via(r.node("via"), in.fabric);
       check_route(routes, r.node("via"), spec);
@@ -317,6 +319,7 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
       spec.conn.qps = static_cast<uint32_t>(q);
     }
     spec.conn.mode = engine::QpMode::Split;
+    spec.conn.transport = engine::read_transport(in.spec);
     add_flow(g, spec, start);
   }
 }

@@ -86,6 +86,26 @@ std::map<FlowHandle, Time> run(NetworkModel& net, Time until = Time::infinity())
   return ends;
 }
 
+/// A TCP flow (lossy class) over `links`.
+FlowHandle start_tcp(NetworkModel& net, const std::vector<fabric::LinkId>& links, double bytes,
+                     QpId qp) {
+  const Route route{links, 1.0, qp};
+  FlowSpec spec;
+  spec.routes = std::span<const Route>(&route, 1);
+  spec.bytes = bytes;
+  spec.transport = Transport::Tcp;
+  spec.traffic_class = TrafficClass::Lossy;
+  return net.start(spec, Time::zero());
+}
+
+/// Round trip of a route's propagation: its links' latencies there and back.
+double round_trip(const fabric::Fabric& f, const std::vector<fabric::LinkId>& links) {
+  double s = 0;
+  for (const fabric::LinkId l : links)
+    s += 2 * f.link(l).latency.in_seconds();
+  return s;
+}
+
 FluidConfig pfc_only() {
   FluidConfig c;
   for (EcnProfile& e : c.ecn)
@@ -403,6 +423,16 @@ TEST(FluidNetwork, ReadsItsSectionWithTheDefaultsOfItsConfig) {
   EXPECT_DOUBLE_EQ(c.dcqcn.ai_fraction, d.dcqcn.ai_fraction);
   EXPECT_DOUBLE_EQ(c.dcqcn.hai_fraction, d.dcqcn.hai_fraction);
   EXPECT_DOUBLE_EQ(c.dcqcn.min_rate, d.dcqcn.min_rate);
+  EXPECT_DOUBLE_EQ(c.lossy_alpha, d.lossy_alpha);
+  EXPECT_DOUBLE_EQ(c.lossy_limit, d.lossy_limit);
+  EXPECT_EQ(c.tcp.algorithm, d.tcp.algorithm);
+  EXPECT_DOUBLE_EQ(c.tcp.mss, d.tcp.mss);
+  EXPECT_DOUBLE_EQ(c.tcp.initial_window, d.tcp.initial_window);
+  EXPECT_DOUBLE_EQ(c.tcp.max_window, d.tcp.max_window);
+  EXPECT_DOUBLE_EQ(c.tcp.min_rto, d.tcp.min_rto);
+  EXPECT_DOUBLE_EQ(c.tcp.host_rate, d.tcp.host_rate);
+  EXPECT_DOUBLE_EQ(c.tcp.host_latency, d.tcp.host_latency);
+  EXPECT_EQ(c.tcp.restart_after_idle, d.tcp.restart_after_idle);
 }
 
 TEST(FluidNetwork, BadSettingsAreLocatedErrors) {
@@ -449,6 +479,111 @@ TEST(FluidNetwork, StrictEcnThresholdsAtTheSpineSlowAnAllReduce) {
   const auto [relaxed, relaxed_marks] = run("5MB", "10MB");
   EXPECT_GT(strict, 1.2 * relaxed);
   EXPECT_GT(strict_marks, relaxed_marks);
+}
+
+}  // namespace
+}  // namespace rocesim::network
+
+namespace rocesim::network {
+namespace {
+
+TEST(FluidNetwork, ATcpFlowAloneLosesOnlyItsSlowStart) {
+  // One TCP flow, nothing else: in the fluid model of slow start the window grows by what is
+  // acknowledged, dW/dt = x = W / RTT, so W = W0 e^(t / RTT) until W / RTT reaches the line rate
+  // C at t* = RTT ln(C RTT / W0), having sent C RTT - W0 bytes. The rest goes at C:
+  //   T = t* + (S - C RTT + W0) / C = S / C + RTT (ln(C RTT / W0) - 1) + W0 / C.
+  // 2 us on each of the six links makes RTT = 24 us: C RTT = 1.18 MB, W0 = 10 segments of
+  // 8948 B. The 1 us steps of the explicit integration are 1/24 of the time constant.
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 2
+nodes_per_rack: 2
+node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps, pcie_latency: 2us}
+leaf: {uplinks: 1, buffer: 4MB}
+spine: {count: 1, buffer: 4MB}
+nic_link_latency: 2us
+link_latency: 2us
+)");
+  FluidNetwork net(f, FluidConfig{});
+  const std::vector<fabric::LinkId> path = walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2);
+  const double s = 64.0 * (1 << 20);
+  start_tcp(net, path, s, 0);
+  const auto ends = run(net);
+  ASSERT_EQ(ends.size(), 1u);
+  const double rtt = round_trip(f, path);
+  ASSERT_NEAR(rtt, 24e-6, 1e-12);
+  const double w0 = 10 * 8948.0;
+  const double expected = s / kRate + rtt * (std::log(kRate * rtt / w0) - 1) + w0 / kRate;
+  const double slow_start = expected - s / kRate;
+  EXPECT_GT(slow_start, 30e-6);
+  EXPECT_NEAR(ends.begin()->second.in_seconds(), expected, 0.05 * slow_start);
+}
+
+TEST(FluidNetwork, TcpFlowsKeepABottleneckBusyThroughTheirLosses) {
+  // 4 NewReno flows into one receiver on one leaf with a 4 MB shared buffer: the receiver's
+  // egress queue drops past alpha (B - Q), i.e. at B / 2 = 2 MB alone (alpha = 1). The windows
+  // overflow it (drops), halve and grow again; a buffer of 2 MB is far above the path's
+  // bandwidth-delay product (49 GB/s x 8 us = 0.4 MB), so the halved windows still fill the link
+  // (the buffer-sizing rule of Villamizar and Song): the 4 S bytes come through at about
+  // 4 S / C, each loss sent again. The queue never passes its cap by more than one step of
+  // arrivals; a TCP flow marks nothing (its packets are not ECN-capable), and nothing pauses.
+  const fabric::Fabric f = one_leaf(5, "800Gbps", "4MB");
+  FluidConfig c;
+  c.tcp.algorithm = TcpConfig::Algorithm::NewReno;
+  FluidNetwork net(f, c);
+  metrics::CongestionRecorder seen(f);
+  net.add_observer(&seen);
+  const double s = 32.0 * (1 << 20);
+  for (uint32_t i = 0; i < 4; ++i)
+    start_tcp(net, walk(f, i, {"leaf0"}, 4), s, i);
+  const auto ends = run(net);
+  ASSERT_EQ(ends.size(), 4u);
+  Time last{};
+  for (const auto& [h, t] : ends)
+    last = std::max(last, t);
+  seen.finalize(last);
+  const fabric::LinkId down = link(f, f.find("leaf0"), f.nic_of_gpu(f.gpu(4)));
+  EXPECT_GT(seen.links()[down].drops, 0.0);
+  EXPECT_LE(seen.links()[down].max_queue, 2e6 + 4 * kRate * 1e-6);
+  EXPECT_GT(seen.links()[down].max_queue, 1e6);
+  EXPECT_EQ(seen.links()[down].ecn_marks, 0.0);
+  EXPECT_EQ(seen.links()[down].pauses, 0u);
+  EXPECT_NEAR(last.in_seconds(), 4 * s / kRate, 0.05 * 4 * s / kRate);
+  // The losses are shared: no flow ends before 3/4 of the total.
+  for (const auto& [h, t] : ends)
+    EXPECT_GT(t.in_seconds(), 0.75 * last.in_seconds());
+}
+
+TEST(FluidNetwork, AnIncastIntoAShallowBufferWaitsForRetransmissionTimeouts) {
+  // TCP incast collapse: 16 senders of 256 KiB into one receiver through a 128 KB buffer (a
+  // queue cap of 64 KB). Each initial window (10 x 8948 B) alone overflows it; the windows fall
+  // below the four segments that fast retransmit needs, and the losses wait for the
+  // retransmission timer: the incast takes at least min_rto (200 ms), where the bytes need
+  // 16 S / C = 86 us. With a 64 MB buffer the same incast loses nothing and takes about that.
+  const double s = 256.0 * 1024;
+  auto incast = [&](const std::string& buffer) {
+    const fabric::Fabric f = one_leaf(17, "800Gbps", buffer);
+    FluidNetwork net(f, FluidConfig{});
+    metrics::CongestionRecorder seen(f);
+    net.add_observer(&seen);
+    for (uint32_t i = 0; i < 16; ++i)
+      start_tcp(net, walk(f, i, {"leaf0"}, 16), s, i);
+    const auto ends = run(net);
+    EXPECT_EQ(ends.size(), 16u);
+    Time last{};
+    for (const auto& [h, t] : ends)
+      last = std::max(last, t);
+    seen.finalize(last);
+    return std::pair{last.in_seconds(),
+                     seen.links()[link(f, f.find("leaf0"), f.nic_of_gpu(f.gpu(16)))].drops};
+  };
+  const auto [shallow, shallow_drops] = incast("128KB");
+  const auto [deep, deep_drops] = incast("64MB");
+  EXPECT_GT(shallow_drops, 0.0);
+  EXPECT_GT(shallow, 0.2);
+  EXPECT_EQ(deep_drops, 0.0);
+  EXPECT_LT(deep, 2 * 16 * s / kRate);
+  EXPECT_GT(deep, 16 * s / kRate);
 }
 
 }  // namespace
