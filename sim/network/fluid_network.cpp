@@ -807,17 +807,20 @@ void FluidNetwork::commit(Time now) {
   }
   if (moving_ && !added_ && now < grid_) {
     // Between two steps, only senders that finished: their routes stop injecting now and the
-    // rest keeps the rates of the step (the capacity they free is shared at the next step).
-    const double dt = (grid_ - now).in_seconds();
+    // rest keeps the rates of the step (the capacity they free is shared at the next step). A
+    // hop's departure was its link's fraction of (queue drained over the step + arrivals): only
+    // the arrivals change, so the departure changes by the fraction of their change. (Draining
+    // the queue over what is left of the step instead would serve more than the link does.)
     for (const uint32_t r : ended_) {
       RouteState& rs = routes_[r];
       if (!rs.live) continue;
       for (uint32_t k = 0; k < rs.hops.size(); ++k) {
         Hop& hop = rs.hops[k];
-        hop.a = k == 0 ? 0 : rs.hops[k - 1].d;
         const LinkState& s = links_[hop.link];
-        const double a = rs.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
-        hop.d = s.frac[static_cast<size_t>(rs.tc)] * (hop.b / dt + a);
+        const double kept = rs.tc == TrafficClass::Lossy ? 1 - s.drop : 1.0;
+        const double a = k == 0 ? 0 : rs.hops[k - 1].d;
+        hop.d = std::max(0.0, hop.d + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
+        hop.a = a;
       }
     }
     plan(now_, false);
@@ -844,15 +847,12 @@ bool FluidNetwork::trace(RouteState& rs, double& budget) {
       }
       budget -= rs.ahead / served;
     }
-    // Past this hop: in FIFO order every byte of the route was ahead of its last one, so what
-    // the fluid mixing left of them here moves on with it.
-    const uint32_t k = rs.tracer++;
-    if (rs.tracer < rs.hops.size()) {
-      rs.hops[rs.tracer].b += rs.hops[k].b * rs.hops[k].w / rs.hops[rs.tracer].w;
+    // Past this hop. In FIFO order every byte of the route was ahead of its last one; what the
+    // fluid mixing left of them here stays, for the link to serve (moving it on with the last
+    // byte would carry it past the link without using the link's capacity): the flow is
+    // delivered once they are through too (advance()).
+    if (++rs.tracer < rs.hops.size())
       rs.ahead = links_[rs.hops[rs.tracer].link].queue[static_cast<size_t>(rs.tc)];
-    }
-    rs.hops[k].b = 0;
-    rs.hops[k].a = rs.hops[k].d = 0;
   }
   return true;
 }
@@ -967,10 +967,16 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       if (!trace(rs, budget)) ++fl.in_flight;
     }
   }
-  // Flows whose last bytes have all left the last queue: delivered (the engine adds the wire).
+  // Flows whose last bytes have all left the last queue, and every byte before them:
+  // delivered (the engine adds the wire).
   for (uint32_t h = 0; h < flows_.capacity(); ++h) {
     FlowState& fl = flows_[h];
     if (!fl.live || fl.sending || fl.in_flight > 0) continue;
+    const bool drained = std::all_of(fl.routes.begin(), fl.routes.end(), [&](uint32_t r) {
+      return std::all_of(routes_[r].hops.begin(), routes_[r].hops.end(),
+                         [](const Hop& hop) { return hop.b <= kEmpty; });
+    });
+    if (!drained) continue;
     finished.push_back({h, Time::seconds(to - fl.sent_at)});
     for (const uint32_t r : fl.routes) {
       // Retired: its hops stay where the link entries point until the next rebuild.

@@ -29,9 +29,9 @@
 // rate, and DCQCN's fluid equations (Zhu et al., CoNEXT 2016, with the NIC's hyper increase)
 // move Rc, Rt and alpha from the marking each QP saw.
 //
-// A flow is done when its sender has sent its last byte; the bytes still queued drain on as
-// before (they keep occupying queues), and the completion reports the queueing delay its last
-// byte meets, sum of (queue / capacity) over the hops of its slowest route.
+// A flow is delivered when its last byte has come through the queues of every route (a tracer
+// that waits behind what each queue held when it arrived) and every hop of the flow is empty;
+// the completion reports how long the last byte took after leaving the sender.
 #pragma once
 
 #include <array>
