@@ -328,13 +328,18 @@ TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
   // Broadcast of S = 1 GiB from rank 0, Simple: each channel is a chain of n - 1 = 31 edges
   // along its ring from the root, moving S/16 at B/2 (the rail NICs carry two channels each):
   // bandwidth term S / (8 B). A rank forwards each step (512 KiB, chunk = slice for Broadcast)
-  // as soon as it has it, so the last rank's data trails by the chain's latency plus 30 slices
-  // at B/2. The slowest channels (rails 1-7) enter the root's server through the root's NVLink
-  // predecessor, so their chain holds all 4 network edges: 27 L_nvl + 4 L_pxn.
+  // as soon as it has it, so the last rank's data trails by the chain's latency plus a slice
+  // through each edge but the slowest, each edge at its own pace: a network edge at B/2, an
+  // NVLink edge at 450 GB/s over the 16 channels whose chains cross the GPU's link (14 on the
+  // root's own link, which two channels leave by the network). The slowest channels (rails 1-7)
+  // enter the root's server through the root's NVLink predecessor, so their chain holds all 4
+  // network edges and 27 NVLink edges, the first from the root: 27 L_nvl + 4 L_pxn, and
+  // 3 slices at B/2, 26 at 450 GB/s / 16 and one at 450 GB/s / 14.
   const double s = kGiB, slice = 512 * 1024;
   const Figures w =
       run_one(rail_topology(4, 8), kNoNcclLatency, "collective: broadcast, bytes: 1GiB");
-  const double expected = s / (8 * kB) + 27 * kLnvl + 4 * kLpxn + 30 * slice / (kB / 2);
+  const double expected = s / (8 * kB) + 27 * kLnvl + 4 * kLpxn + 3 * slice / (kB / 2) +
+                          26 * slice / (450e9 / 16) + slice / (450e9 / 14);
   EXPECT_NEAR(w.seconds, expected, 2e-9);
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);  // factor 1
 }
@@ -560,20 +565,26 @@ TEST(NcclBehaviour, NvlsTreeIsBoundByItsKernelsThroughput) {
   //    algBw of 340 GB/s; the NICs carry S / 8 each way, 8 x 49 GB/s a node;
   //  * 4 nodes (n = 32): 45.5 x 8 x 32/62 = 187.87 GB/s, S / 187.87e9 = 22.86 ms.
   // Plus the pipeline's fill: a channel's step is a chunk for each of its 8 heads (128 KiB on 2
-  // nodes, 64 KiB from 4), and the 2 + 2 log2(nodes) hops of NCCL's count take H - 1 steps
-  // more than the data, at the channel's rate (B / 16): 3 x 1 MiB x 16 / B on 2 nodes, 5 x 512
-  // KiB x 16 / B on 4.
+  // nodes, 64 KiB from 4), and a step crosses the 2 + 2 log2(nodes) stages of NCCL's count,
+  // each at its own pace, all but the slowest after the data: the two NVLS stages at a GPU
+  // link's 450 GB/s over 16 channels of (1 + 1/8) / 0.85 bytes each (21.25 GB/s a channel), the
+  // network stages at a NIC's B over the legs that cross it (2 on 2 nodes, 4 on 4: B/2, B/4).
+  // On 2 nodes the NVLS stages are the slowest: 1 MiB / 21.25 GB/s + 2 x 1 MiB / (B/2); on 4,
+  // a network stage: 2 x 512 KiB / 21.25 GB/s + 3 x 512 KiB / (B/4). (The path latencies, a
+  // few us, are inside the tolerance.)
   const double s = 4096 * kMiB;
   const std::string nccl =
       "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLSTree}\n";
   const Figures two = run_one(rail_topology(2, 8), nccl, "collective: allreduce, bytes: 4GiB");
   EXPECT_EQ(two.notes.at("algorithm"), "NVLSTree");
   const double two_bw = 57.7e9 * 8 * 16 / 30;
-  const double two_expected = s / two_bw + 3 * kMiB * 16 / two_bw;
+  const double nvls_stage = 450e9 / (16 * 1.125 / 0.85);
+  const double two_expected = s / two_bw + kMiB / nvls_stage + 2 * kMiB / (kB / 2);
   EXPECT_NEAR(two.seconds, two_expected, 0.002 * two_expected);
   const Figures four = run_one(rail_topology(4, 8), nccl, "collective: allreduce, bytes: 4GiB");
   const double four_bw = 45.5e9 * 8 * 32 / 62;
-  const double four_expected = s / four_bw + 5 * 512 * 1024.0 * 16 / four_bw;
+  const double four_expected =
+      s / four_bw + 2 * 512 * 1024.0 / nvls_stage + 3 * 512 * 1024.0 / (kB / 4);
   EXPECT_NEAR(four.seconds, four_expected, 0.002 * four_expected);
 }
 

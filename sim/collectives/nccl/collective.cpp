@@ -358,6 +358,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       });
       chan.ring = false;
       chan.hops = tree ? 2 * (t.intra + t.depth) : 2 * t.intra + 2;
+      chan.depth = tree ? t.depth : 1;  // CollNet: up to the switches and down again
       const double slice =
           traits.slices ? tree_chunk(static_cast<double>(bytes), step_data, tree) : slice_data;
       chan.slice = std::min(slice, data) / traits.efficiency;
@@ -368,6 +369,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       const double l = leg_latency_us(sim, chan.legs[i], (*edges)[i].network);
       chan.latency_us.push_back(l);
       chan.step_us.push_back(step_cost_us((*edges)[i].network));
+      chan.network.push_back((*edges)[i].network ? 1 : 0);
       sum += l;
       double& worst = (*edges)[i].network ? net_max : nvlink_max;
       worst = std::max(worst, l);
@@ -422,10 +424,64 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
             sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
         chan.legs.push_back(leg);
         chan.latency_us.push_back(leg_latency_us(sim, leg, true));
+        chan.network.push_back(1);
         net_latency = std::max(net_latency, chan.latency_us.back());
       }
       chan.hops_latency_us += net_latency;  // up to the root and down again: one leg's path
     }
+  }
+  set_stage_rates(sim);
+}
+
+void OpRunner::set_stage_rates(engine::Simulation& sim) {
+  // Every channel of the operation moves at the same pace (they are alike), so a link's load is
+  // the sum over the legs that cross it of their bytes per byte of a channel; a leg alone at the
+  // busiest of its links (its QP's path) moves capacity / load.
+  std::vector<std::pair<fabric::LinkId, double>>& uses = stage_scratch_;
+  uses.clear();
+  auto path_of = [&](engine::ConnectionId leg) {
+    return sim.paths().links(sim.qps()[sim.connection_qps(leg).first].path);
+  };
+  for (const Channel& chan : channels_) {
+    if (chan.ring) continue;
+    for (size_t i = 0; i < chan.legs.size(); ++i) {
+      for (const fabric::LinkId l : path_of(chan.legs[i]))
+        uses.emplace_back(l, chan.shares.empty() ? 1.0 : chan.shares[i]);
+    }
+  }
+  if (uses.empty()) return;
+  std::sort(uses.begin(), uses.end());
+  size_t out = 0;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    if (out > 0 && uses[out - 1].first == uses[i].first) {
+      uses[out - 1].second += uses[i].second;
+    } else {
+      uses[out++] = uses[i];
+    }
+  }
+  uses.resize(out);
+  auto load = [&](fabric::LinkId l) {
+    return std::lower_bound(uses.begin(), uses.end(), std::pair{l, 0.0})->second;
+  };
+  const bool chain =
+      result_.collective == Collective::Broadcast || result_.collective == Collective::Reduce;
+  for (Channel& chan : channels_) {
+    if (chan.ring) continue;
+    double nvlink = network::kNoRateCap, net = network::kNoRateCap;
+    chan.stages.clear();
+    for (size_t i = 0; i < chan.legs.size(); ++i) {
+      double rate = network::kNoRateCap;
+      for (const fabric::LinkId l : path_of(chan.legs[i]))
+        rate = std::min(rate, sim.link_capacity(l) / load(l));
+      if (chain) chan.stages.push_back(rate);
+      double& worst = chan.network[i] ? net : nvlink;
+      worst = std::min(worst, rate);
+    }
+    if (chain) continue;
+    // Trees and NVLS: 2 x depth network stages (up and down), the rest inside the nodes.
+    const int net_stages = 2 * chan.depth;
+    chan.stages.assign(static_cast<size_t>(std::max(0, chan.hops - net_stages)), nvlink);
+    chan.stages.resize(static_cast<size_t>(std::max(chan.hops, net_stages)), net);
   }
 }
 
@@ -674,6 +730,17 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
       }
       mean /= edges;
       fill_us = (chan.steps - 1) / edges * per_cycle + mean + chan.positions * step / edges;
+    } else if (!chan.stages.empty()) {
+      // A slice crosses every stage, each at its own pace (the channel's rate r where that is
+      // slower); the slowest stage is the pipeline's own pace, which the data already took:
+      // T = D / r + sum of slice / pace over the other stages.
+      double sum = 0, slowest = 0;
+      for (const double pace : chan.stages) {
+        const double stage = chan.slice / std::max(r, pace);
+        sum += stage;
+        slowest = std::max(slowest, stage);
+      }
+      fill_us = chan.hops_latency_us + (sum - slowest) * 1e6;
     } else {
       fill_us = chan.hops_latency_us + std::max(0, chan.hops - 1) * chan.slice / r * 1e6;
     }

@@ -126,11 +126,15 @@ class OpRunner {
     std::vector<double> latency_us;  // per leg: path latency + NCCL's hop latency
     std::vector<double> step_us;     // per leg: NCCL's hop latency alone (a step's fixed cost)
     std::vector<double> shares;      // per leg: bytes per byte of the channel (empty: all 1)
-    int depth = 0;                   // NVLSTree: network hops from the deepest node to the root
-    double positions = 0;            // ring: steps of one pass (2(n-1) or n-1)
-    bool ring = true;                // ring formula; otherwise chain/tree
-    double hops_latency_us = 0;      // chain/tree: summed latency along the critical path
-    int hops = 0;                    // chain/tree: depth H
+    std::vector<uint8_t> network;    // per leg: crosses the network (else NVLink or xGMI)
+    // Chain/tree: each stage's own pace, in the order a slice crosses them (bytes of the
+    // channel per second; see set_stage_rates).
+    std::vector<double> stages;
+    int depth = 0;               // NVLSTree: network hops from the deepest node to the root
+    double positions = 0;        // ring: steps of one pass (2(n-1) or n-1)
+    bool ring = true;            // ring formula; otherwise chain/tree
+    double hops_latency_us = 0;  // chain/tree: summed latency along the critical path
+    int hops = 0;                // chain/tree: depth H
     // NVLS: the heads that each take a chunk of every step, each on its own connection.
     int heads = 1;
     double steps = 0, chunk = 0, slice = 0, wire_bytes = 0;  // ring: K, c, s; all: bytes
@@ -161,6 +165,11 @@ class OpRunner {
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
+  /// The pace of each stage of the chain and tree channels: a leg alone on the busiest of its
+  /// links, with every channel of the operation there, moves capacity / load bytes of a channel
+  /// per second.
+  void set_stage_rates(engine::Simulation& sim);
+  std::vector<std::pair<fabric::LinkId, double>> stage_scratch_;
   /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor, less the reference wire), in us,
   /// of the operation in progress: set_step_costs() computes both kinds when it starts.
   double step_cost_us(bool network) const { return step_cost_us_[network ? 1 : 0]; }
