@@ -344,6 +344,35 @@ TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);  // factor 1
 }
 
+TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
+  // Tree/Simple AllReduce on 2 single-GPU servers with 100G NICs (B = payload rate), 2 channels
+  // on the one NIC each: channel 0 goes up 1 -> 0 (stage 0) and down 0 -> 1 (stage 1), channel
+  // 1, on the mirrored tree, up 0 -> 1 and down 1 -> 0. A NIC's send side carries one channel's
+  // up and the other's down: 2 streams in the steady state, so each channel moves at r = B/2
+  // (below the Tree/Simple kernel's per-channel throughput). Fill: both legs' latencies, 2 L_net,
+  // and a slice s through every stage but the slowest, each at its own pace.
+  //  * 64 KiB: D = 32 KiB a channel, the chunk halved to 32 KiB: one slice. While it goes up,
+  //    nothing goes down, so each stage has the NIC to itself: pace B, and
+  //    T = D / (B/2) + 2 L_net + s / B = 3 s / B + 2 L_net.
+  //  * 4 MiB: D = 2 MiB, chunk 256 KiB: 8 slices, more than the 2 stages, so the stages run
+  //    side by side at the steady pace B/2: T = D / (B/2) + 2 L_net + s / (B/2).
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const double b = test::roce_payload(100e9);
+  const auto time = [&](const char* bytes) {
+    const Figures w =
+        run_one(topo, kNoNcclLatency,
+                fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: Tree}}", bytes));
+    EXPECT_EQ(w.notes.at("algorithm"), "Tree");
+    EXPECT_EQ(w["channels"], 2);
+    return w.seconds;
+  };
+  const double small = 32 * 1024.0;
+  EXPECT_NEAR(time("64KiB"), 3 * small / b + 2 * kLnet, 2e-9);
+  const double d = 2 * kMiB, slice = 256 * 1024.0;
+  EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + slice / (b / 2), 2e-9);
+}
+
 TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // CollNet (SHARP-style) AllReduce on 4 single-GPU servers, 2 channels on the one NIC each:
   // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch

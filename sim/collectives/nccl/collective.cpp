@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "sim/core/rng.hpp"
 #include "sim/fabric/gpu_selection.hpp"
@@ -308,6 +309,8 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
                        [&] { return comm_.chain(ch, root_gpu, to_root, pxn()); });
       chan.ring = false;
       chan.hops = static_cast<int>(edges->size());
+      for (int i = 0; i < chan.hops; ++i)
+        chan.leg_stage.push_back(i);  // a chain's edges in pipeline order
       chan.slice = std::min(slice_data, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
     } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
@@ -340,6 +343,13 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.ring = false;
       chan.hops = 2 + 2 * depth;
       chan.depth = depth;
+      // Stages: the NVLS reduction (0), up the nodes' tree (1 .. depth), down it, the NVLS
+      // broadcast (2 depth + 1); the NVLink legs carry both NVLS stages.
+      chan.leg_stage.assign(node_legs, kEveryStage);
+      for (const int s : t.up_stage)
+        chan.leg_stage.push_back(1 + s);
+      for (const int s : t.down_stage)
+        chan.leg_stage.push_back(1 + depth + s);
       // A channel's step is a chunk for every head (NCCL's loop over nHeads x chunkCount
       // elements): the heads reduce and forward their chunks side by side, each over its own
       // connection, and the pipeline moves on a step at a time.
@@ -359,6 +369,11 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.ring = false;
       chan.hops = tree ? 2 * (t.intra + t.depth) : 2 * t.intra + 2;
       chan.depth = tree ? t.depth : 1;  // CollNet: up to the switches and down again
+      // Stages: up (chains, then the tree or the switches), then down; CollNet's legs through
+      // the switches (added below) carry its two middle stages.
+      chan.leg_stage = t.up_stage;
+      for (const int s : t.down_stage)
+        chan.leg_stage.push_back(chan.hops / 2 + (tree ? 0 : 1) + s);
       const double slice =
           traits.slices ? tree_chunk(static_cast<double>(bytes), step_data, tree) : slice_data;
       chan.slice = std::min(slice, data) / traits.efficiency;
@@ -369,7 +384,6 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       const double l = leg_latency_us(sim, chan.legs[i], (*edges)[i].network);
       chan.latency_us.push_back(l);
       chan.step_us.push_back(step_cost_us((*edges)[i].network));
-      chan.network.push_back((*edges)[i].network ? 1 : 0);
       sum += l;
       double& worst = (*edges)[i].network ? net_max : nvlink_max;
       worst = std::max(worst, l);
@@ -423,8 +437,8 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         const engine::ConnectionId leg =
             sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
         chan.legs.push_back(leg);
+        chan.leg_stage.push_back(kEveryStage);
         chan.latency_us.push_back(leg_latency_us(sim, leg, true));
-        chan.network.push_back(1);
         net_latency = std::max(net_latency, chan.latency_us.back());
       }
       chan.hops_latency_us += net_latency;  // up to the root and down again: one leg's path
@@ -434,54 +448,116 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
 }
 
 void OpRunner::set_stage_rates(engine::Simulation& sim) {
-  // Every channel of the operation moves at the same pace (they are alike), so a link's load is
-  // the sum over the legs that cross it of their bytes per byte of a channel; a leg alone at the
-  // busiest of its links (its QP's path) moves capacity / load.
-  std::vector<std::pair<fabric::LinkId, double>>& uses = stage_scratch_;
-  uses.clear();
+  // Every channel of the operation moves alike and in step, so stage k of one channel runs
+  // alongside stage k of every other. A stage moves at the pace of its slowest leg alone at the
+  // busiest link of its path (its QP's path): capacity / load, the load being the bytes per
+  // byte of a channel of the legs that run there at the same time. With N slices in a channel,
+  // a slice at stage k runs beside the slices just ahead and behind it, at stages less than N
+  // apart: the load counts those (all of them once N reaches the depth, the steady state), and
+  // the legs of every stage always. A stage with no leg of its own (NVLS's, CollNet's way
+  // through the switches) moves at the pace of those legs, at the steady load.
+  StageLoads& t = stage_loads_;
   auto path_of = [&](engine::ConnectionId leg) {
     return sim.paths().links(sim.qps()[sim.connection_qps(leg).first].path);
+  };
+  // The links the operation's legs cross, each with a dense index (its first use; a stamp per
+  // operation spares clearing the fabric-wide table), and what each stage puts on each.
+  if (t.stamp.size() < f_.link_count()) {
+    t.stamp.resize(f_.link_count(), 0);
+    t.index.resize(f_.link_count(), 0);
+  }
+  ++t.now;
+  t.links.clear();
+  t.uses.clear();
+  auto index_of = [&](fabric::LinkId l) {
+    if (t.stamp[l] != t.now) {
+      t.stamp[l] = t.now;
+      t.index[l] = static_cast<uint32_t>(t.links.size());
+      t.links.push_back(l);
+    }
+    return t.index[l];
   };
   for (const Channel& chan : channels_) {
     if (chan.ring) continue;
     for (size_t i = 0; i < chan.legs.size(); ++i) {
       for (const fabric::LinkId l : path_of(chan.legs[i]))
-        uses.emplace_back(l, chan.shares.empty() ? 1.0 : chan.shares[i]);
+        t.uses.push_back(
+            {index_of(l), chan.leg_stage[i], chan.shares.empty() ? 1.0 : chan.shares[i]});
     }
   }
-  if (uses.empty()) return;
-  std::sort(uses.begin(), uses.end());
-  size_t out = 0;
-  for (size_t i = 0; i < uses.size(); ++i) {
-    if (out > 0 && uses[out - 1].first == uses[i].first) {
-      uses[out - 1].second += uses[i].second;
-    } else {
-      uses[out++] = uses[i];
+  if (t.uses.empty()) return;
+  // Grouped by link (counting sort, in order of use), then by stage within a link, the shares of
+  // one stage added up.
+  t.begin.assign(t.links.size() + 1, 0);
+  for (const StageUse& u : t.uses)
+    ++t.begin[u.link + 1];
+  std::partial_sum(t.begin.begin(), t.begin.end(), t.begin.begin());
+  t.sorted.resize(t.uses.size());
+  t.fill.assign(t.begin.begin(), t.begin.end() - 1);
+  for (const StageUse& u : t.uses)
+    t.sorted[t.fill[u.link]++] = u;
+  uint32_t out = 0;
+  for (size_t k = 0; k < t.links.size(); ++k) {
+    const auto first = t.sorted.begin() + t.begin[k], last = t.sorted.begin() + t.begin[k + 1];
+    std::sort(first, last, [](const StageUse& a, const StageUse& b) { return a.stage < b.stage; });
+    t.begin[k] = out;
+    for (auto it = first; it != last; ++it) {
+      if (it != first && t.sorted[out - 1].stage == it->stage) {
+        t.sorted[out - 1].share += it->share;
+      } else {
+        t.sorted[out++] = *it;
+      }
     }
   }
-  uses.resize(out);
-  auto load = [&](fabric::LinkId l) {
-    return std::lower_bound(uses.begin(), uses.end(), std::pair{l, 0.0})->second;
+  t.begin.back() = out;
+  t.sorted.resize(out);
+  // Each (link, stage)'s load within a window of stages, made again when a channel's differs.
+  int window_done = -1;
+  auto make_loads = [&](int window) {
+    if (window == window_done) return;
+    t.load.resize(t.sorted.size());
+    for (size_t k = 0; k < t.links.size(); ++k) {
+      for (uint32_t i = t.begin[k]; i < t.begin[k + 1]; ++i) {
+        const int stage = t.sorted[i].stage;
+        double sum = 0;
+        for (uint32_t j = t.begin[k]; j < t.begin[k + 1]; ++j) {
+          const int other = t.sorted[j].stage;
+          if (stage == kEveryStage || other == kEveryStage || std::abs(other - stage) < window)
+            sum += t.sorted[j].share;
+        }
+        t.load[i] = sum;
+      }
+    }
+    window_done = window;
   };
-  const bool chain =
-      result_.collective == Collective::Broadcast || result_.collective == Collective::Reduce;
+  auto load = [&](fabric::LinkId l, int stage) {
+    const uint32_t k = t.index[l];
+    uint32_t i = t.begin[k];
+    while (t.sorted[i].stage != stage)
+      ++i;
+    return t.load[i];
+  };
   for (Channel& chan : channels_) {
     if (chan.ring) continue;
-    double nvlink = network::kNoRateCap, net = network::kNoRateCap;
-    chan.stages.clear();
+    const double slices = std::ceil(chan.wire_bytes / std::max(chan.slice, 1.0));
+    make_loads(static_cast<int>(std::min<double>(slices, chan.hops)));
+    chan.stages.assign(static_cast<size_t>(chan.hops), network::kNoRateCap);
+    double shared = network::kNoRateCap;  // the legs of every stage
     for (size_t i = 0; i < chan.legs.size(); ++i) {
+      const int stage = chan.leg_stage[i];
       double rate = network::kNoRateCap;
       for (const fabric::LinkId l : path_of(chan.legs[i]))
-        rate = std::min(rate, sim.link_capacity(l) / load(l));
-      if (chain) chan.stages.push_back(rate);
-      double& worst = chan.network[i] ? net : nvlink;
-      worst = std::min(worst, rate);
+        rate = std::min(rate, sim.link_capacity(l) / load(l, stage));
+      double& pace = stage == kEveryStage ? shared : chan.stages[static_cast<size_t>(stage)];
+      pace = std::min(pace, rate);
     }
-    if (chain) continue;
-    // Trees and NVLS: 2 x depth network stages (up and down), the rest inside the nodes.
-    const int net_stages = 2 * chan.depth;
-    chan.stages.assign(static_cast<size_t>(std::max(0, chan.hops - net_stages)), nvlink);
-    chan.stages.resize(static_cast<size_t>(std::max(chan.hops, net_stages)), net);
+    std::vector<char> own(chan.stages.size(), 0);
+    for (const int stage : chan.leg_stage) {
+      if (stage != kEveryStage) own[static_cast<size_t>(stage)] = 1;
+    }
+    for (size_t k = 0; k < chan.stages.size(); ++k) {
+      if (own[k] == 0) chan.stages[k] = shared;
+    }
   }
 }
 

@@ -126,7 +126,9 @@ class OpRunner {
     std::vector<double> latency_us;  // per leg: path latency + NCCL's hop latency
     std::vector<double> step_us;     // per leg: NCCL's hop latency alone (a step's fixed cost)
     std::vector<double> shares;      // per leg: bytes per byte of the channel (empty: all 1)
-    std::vector<uint8_t> network;    // per leg: crosses the network (else NVLink or xGMI)
+    // Chain/tree: per leg, the stage of the pipeline it carries (0 first); kEveryStage for a
+    // leg that serves several (NVLS's loads and stores, CollNet's way through the switches).
+    std::vector<int> leg_stage;
     // Chain/tree: each stage's own pace, in the order a slice crosses them (bytes of the
     // channel per second; see set_stage_rates).
     std::vector<double> stages;
@@ -153,6 +155,7 @@ class OpRunner {
   engine::ConnectionId connection(engine::Simulation& sim, const Edge& e, int64_t message,
                                   int channel);
   static constexpr int kP2pChannel = -1;
+  static constexpr int kEveryStage = -1;
   TuningInput tuning_input(Collective c, int channels) const;
   void launch_data(engine::Simulation& sim, engine::WorkloadId id);
   void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
@@ -165,11 +168,28 @@ class OpRunner {
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
-  /// The pace of each stage of the chain and tree channels: a leg alone on the busiest of its
-  /// links, with every channel of the operation there, moves capacity / load bytes of a channel
-  /// per second.
+  /// The pace of each stage of the chain and tree channels: a stage's slowest leg on the
+  /// busiest of its links, with the legs of every channel that run there at the same time,
+  /// moves capacity / load bytes of a channel per second.
   void set_stage_rates(engine::Simulation& sim);
-  std::vector<std::pair<fabric::LinkId, double>> stage_scratch_;
+  struct StageUse {
+    uint32_t link;  // the link's index among those the operation crosses
+    int stage;      // a leg's stage, or kEveryStage
+    double share;
+  };
+  // set_stage_rates()'s tables, kept between operations: per fabric link, the operation (stamp)
+  // that last indexed it and its index; per indexed link, its uses grouped by stage
+  // (sorted[begin[k] .. begin[k + 1])) and their loads.
+  struct StageLoads {
+    std::vector<uint64_t> stamp;
+    std::vector<uint32_t> index;
+    uint64_t now = 0;
+    std::vector<fabric::LinkId> links;
+    std::vector<StageUse> uses, sorted;
+    std::vector<uint32_t> begin, fill;
+    std::vector<double> load;
+  };
+  StageLoads stage_loads_;
   /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor, less the reference wire), in us,
   /// of the operation in progress: set_step_costs() computes both kinds when it starts.
   double step_cost_us(bool network) const { return step_cost_us_[network ? 1 : 0]; }

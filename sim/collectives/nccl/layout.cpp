@@ -295,23 +295,33 @@ std::vector<fabric::NodeId> Communicator::leaders(int channel) const {
 
 Communicator::Tree Communicator::collnet_chains(int channel) const {
   Tree t;
+  for (int k = 0; k < nnodes(); ++k)
+    t.intra = std::max(t.intra, static_cast<int>(nodes_[static_cast<size_t>(k)].size()) - 1);
   for (int k = 0; k < nnodes(); ++k) {
     const std::vector<fabric::NodeId> o = node_order(k, channel);
     for (size_t i = o.size(); i-- > 1;) {
+      // Up, the chain's far end first (its edge into the leader last); down, the reverse.
       t.up.push_back(edge(o[i], o[i - 1], false));
+      t.up_stage.push_back(t.intra - static_cast<int>(i));
       t.down.push_back(edge(o[i - 1], o[i], false));
+      t.down_stage.push_back(static_cast<int>(i) - 1);
     }
-    t.intra = std::max(t.intra, static_cast<int>(o.size()) - 1);
   }
   return t;
 }
 
 Communicator::Tree Communicator::tree(int channel) const {
+  // Up the chains, then up the network; down the network, then down the chains.
   Tree t = collnet_chains(channel);
   const Tree net = leader_tree(channel);
-  t.up.insert(t.up.end(), net.up.begin(), net.up.end());
-  t.down.insert(t.down.end(), net.down.begin(), net.down.end());
   t.depth = net.depth;
+  for (int& s : t.down_stage)
+    s += t.depth;
+  t.up.insert(t.up.end(), net.up.begin(), net.up.end());
+  for (const int s : net.up_stage)
+    t.up_stage.push_back(t.intra + s);
+  t.down.insert(t.down.end(), net.down.begin(), net.down.end());
+  t.down_stage.insert(t.down_stage.end(), net.down_stage.begin(), net.down_stage.end());
   return t;
 }
 
@@ -337,13 +347,17 @@ Communicator::Tree Communicator::leader_tree(int channel) const {
       ROCESIM_CHECK(d <= n, "the double binary tree has a cycle");
     }
     depth[k] = d;
-    const int parent = dtree(n, k, which).parent;
-    if (parent != -1) {
-      t.up.push_back(edge(lead[k], lead[parent], false));
-      t.down.push_back(edge(lead[parent], lead[k], false));
-    }
   }
   t.depth = n > 0 ? *std::max_element(depth.begin(), depth.end()) : 0;
+  for (int k = 0; k < n; ++k) {
+    const int parent = dtree(n, k, which).parent;
+    if (parent == -1) continue;
+    // Up, the deepest nodes first; down, the root's children first.
+    t.up.push_back(edge(lead[k], lead[parent], false));
+    t.up_stage.push_back(t.depth - depth[k]);
+    t.down.push_back(edge(lead[parent], lead[k], false));
+    t.down_stage.push_back(depth[k] - 1);
+  }
   return t;
 }
 

@@ -84,8 +84,12 @@ class Communicator {
   struct Tree {
     std::vector<Edge> up;    // reduce direction: GPU chains to leaders, children to parents
     std::vector<Edge> down;  // broadcast direction
-    int depth = 0;           // network hops from the deepest node to the root
-    int intra = 0;           // NVLink hops of a node's chain
+    // Each edge's place in its direction's pipeline, 0 first: a slice going up crosses the
+    // edges of stage 0, then 1, ... (chains from their far end, then the network from the
+    // deepest nodes); going down, the network from the root, then the chains.
+    std::vector<int> up_stage, down_stage;
+    int depth = 0;  // network hops from the deepest node to the root
+    int intra = 0;  // NVLink hops of a node's chain
   };
   Tree tree(int channel) const;
   /// The network part of a channel's tree: the node leaders (rail GPUs) of one tree of the
