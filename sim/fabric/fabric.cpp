@@ -122,6 +122,8 @@ std::string_view gpu_arch_name(GpuArch a) {
       return "blackwell";
     case GpuArch::Cdna3:
       return "cdna3";
+    case GpuArch::Cdna4:
+      return "cdna4";
   }
   return "hopper";
 }

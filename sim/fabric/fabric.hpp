@@ -74,7 +74,7 @@ struct Link {
 
 /// The GPU generation of a server, as collective libraries see it: NCCL and RCCL choose
 /// constants by it (protocol throughput per channel, NVLink speeds, which protocols exist).
-enum class GpuArch : uint8_t { Volta, Ampere, Hopper, Blackwell, Cdna3 };
+enum class GpuArch : uint8_t { Volta, Ampere, Hopper, Blackwell, Cdna3, Cdna4 };
 std::string_view gpu_arch_name(GpuArch a);
 
 /// What a GPU computes and holds, from its datasheet: the compute and memory models of training

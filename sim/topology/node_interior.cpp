@@ -38,8 +38,9 @@ constexpr Param kServerParams[] = {
      .fallback = "hopper",
      .help = "GPU generation, which sets the collective library's per-channel protocol "
              "throughput (NCCL's tuning tables): volta (V100), ampere (A100), hopper (H100, "
-             "H200), blackwell (B200, B300, GB200), cdna3 (AMD MI300X, MI325X)",
-     .choices = "volta|ampere|hopper|blackwell|cdna3"},
+             "H200), blackwell (B200, B300, GB200), cdna3 (AMD MI300X, MI325X: gfx942), cdna4 "
+             "(AMD MI350X, MI355X: gfx950)",
+     .choices = "volta|ampere|hopper|blackwell|cdna3|cdna4"},
     {.key = "gpu_tflops",
      .type = ParamType::Number,
      .fallback = "989.4",
@@ -229,7 +230,7 @@ ServerSpec read_server(const ParamReader& r) {
   const std::string arch = r.choice("gpu_arch");
   for (fabric::GpuArch a :
        {fabric::GpuArch::Volta, fabric::GpuArch::Ampere, fabric::GpuArch::Hopper,
-        fabric::GpuArch::Blackwell, fabric::GpuArch::Cdna3}) {
+        fabric::GpuArch::Blackwell, fabric::GpuArch::Cdna3, fabric::GpuArch::Cdna4}) {
     if (fabric::gpu_arch_name(a) == arch) s.arch = a;
   }
   s.gpu.tflops_16bit = r.number("gpu_tflops");

@@ -888,6 +888,13 @@ TEST(NcclTuning, RcclModelFiveByHand) {
   // NCCL_PROTO set: RCCL's ranges do not apply.
   EXPECT_EQ(choose(t, in, 512 * 1024, kAnyAlgorithm, only(Protocol::Simple)).protocol,
             Protocol::Simple);
+  // On gfx950 (MI355X, cdna4) RCCL offers no LL128 (tuning.cc enables it on gfx90a and gfx942
+  // only): its ranges go from LL to Simple, and its model never prices LL128.
+  in.arch = fabric::GpuArch::Cdna4;
+  EXPECT_EQ(choose(t, in, 512 * 1024, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+  EXPECT_EQ(choose(t, in, 4 << 20, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::Simple);
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, 4 << 20)));
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Ring, Protocol::LL128, 4 << 20)));
 }
 
 TEST(NcclTuning, TheSimulationChargesRcclsRingNetworkStepItsTreesLatency) {

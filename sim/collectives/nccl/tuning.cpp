@@ -86,6 +86,7 @@ int pi(Protocol p) {
 }
 
 bool supported(const TuningInput& in, Algorithm a, Protocol p) {
+  if (in.rccl != nullptr && p == Protocol::LL128 && !rccl_ll128(in.arch)) return false;
   switch (a) {
     case Algorithm::Ring:
       return !is_p2p(in.collective);
@@ -121,6 +122,10 @@ void ring_steps(const TuningInput& in, int& steps, int& inter) {
 
 }  // namespace
 
+bool rccl_ll128(fabric::GpuArch arch) {
+  return arch == fabric::GpuArch::Cdna3;
+}
+
 double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host) {
   if (nnodes <= 1) return protocol_caps(arch).ll_max_bw_one_node;
   if (amd_host) return nnodes == 2 ? 22.5 : 19.0;
@@ -137,6 +142,7 @@ const ProtocolCaps& protocol_caps(fabric::GpuArch arch) {
       return kBlackwellCaps;
     case fabric::GpuArch::Hopper:
     case fabric::GpuArch::Cdna3:
+    case fabric::GpuArch::Cdna4:
       break;
   }
   return kHopperCaps;
@@ -287,9 +293,9 @@ AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes, ui
     // (rcclUpdateCollectiveProtocol): LL, then LL128 (its upper bound x 3.8 beyond 2 nodes),
     // then Simple.
     const double ll128_max = in.rccl->allreduce_ll128_max * (in.nnodes > 2 ? 3.8 : 1.0);
-    const Protocol p = bytes <= in.rccl->allreduce_ll_max ? Protocol::LL
-                       : bytes <= ll128_max               ? Protocol::LL128
-                                                          : Protocol::Simple;
+    const Protocol p = bytes <= in.rccl->allreduce_ll_max          ? Protocol::LL
+                       : bytes <= ll128_max && rccl_ll128(in.arch) ? Protocol::LL128
+                                                                   : Protocol::Simple;
     if (std::isfinite(model_time_us(t, in, best.algorithm, p, bytes))) {
       best.protocol = p;
       best.model_us = model_time_us(t, in, best.algorithm, p, bytes);

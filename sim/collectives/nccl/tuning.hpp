@@ -75,6 +75,10 @@ inline int caps_column(int nnodes) {
 /// the host's CPU across nodes (llMaxBws rows 0 and 1: Intel 39.0 / 20.4, AMD 22.5 / 19.0 on 2
 /// and more nodes).
 double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host);
+/// Whether RCCL offers LL128 on a GPU generation: by default only on gfx90a and gfx942 whose
+/// platform model enables it (ROCm/rccl src/graph/tuning.cc; MI300-class servers, cdna3), not
+/// on gfx950 (cdna4), where its tuner and its protocol override by size use LL, then Simple.
+bool rccl_ll128(fabric::GpuArch arch);
 
 /// The tables of a pinned release: "newest" or "2.20.3".
 const TuningTables& tuning_tables(std::string_view release);
