@@ -112,6 +112,7 @@ bool Simulation::route_qp(QpIndex qp) {
   req.key = info.key;
   req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
   req.relay = c.relay;
+  req.port = c.port;
   return router_.spread(req, spread_);
 }
 
@@ -354,6 +355,7 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
                static_cast<uint32_t>(via_.size()),
                0,
                spec.relay == src_gpu ? fabric::kNone : spec.relay,
+               spec.port,
                spec.traffic_class,
                spec.transport,
                false};
@@ -372,8 +374,9 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
     c.qps = 1;  // one NVLink channel; QPs are a NIC concept
     qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone});
   } else {
-    const fabric::NodeId src_nic = fabric_.nic_of_gpu(c.relay == fabric::kNone ? src_gpu : c.relay);
-    const fabric::NodeId dst_nic = fabric_.nic_of_gpu(dst_gpu);
+    const fabric::NodeId src_nic =
+        fabric_.nic_of_gpu(c.relay == fabric::kNone ? src_gpu : c.relay, c.port);
+    const fabric::NodeId dst_nic = fabric_.nic_of_gpu(dst_gpu, c.port);
     for (uint32_t q = 0; q < qps; ++q) {
       const fabric::QpAllocator::Qp qp = qp_alloc_.open(src_nic, dst_nic);
       qps_.push_back(QpInfo{id, qp_alloc_.key(fabric_, src_nic, dst_nic, qp), fabric::kNone});

@@ -73,6 +73,9 @@ struct ConnectionSpec {
   /// Send through this GPU's NIC (a GPU of the sender's server, reached over NVLink: NCCL's PXN)
   /// rather than the sender's own; kNone: the sender's own NIC.
   fabric::NodeId relay = fabric::kNone;
+  /// Which of its NICs the sending GPU (the relay under PXN) and the receiver use, where GPUs
+  /// own several (fabric::Server::nics_per_gpu()); 0 otherwise.
+  uint32_t port = 0;
   network::TrafficClass traffic_class = network::TrafficClass::Lossless;
   /// TCP puts the connection's fabric traffic in the lossy class (inside a server it is NVLink
   /// whatever the transport).
@@ -263,6 +266,7 @@ class Simulation {
     int64_t message_bytes;
     uint32_t via_begin, via_end;
     fabric::NodeId relay;
+    uint32_t port;
     network::TrafficClass traffic_class;
     network::Transport transport;
     bool nvlink;  // inside one server: never routed through the fabric

@@ -186,9 +186,10 @@ void Fabric::validate(const SourceLocation& where) const {
     }
   }
   for (const Server& s : servers_) {
-    if (s.gpus == 0 || s.nics == 0 || s.gpus % s.nics != 0) {
+    if (s.gpus == 0 || s.nics == 0 || (s.gpus % s.nics != 0 && s.nics % s.gpus != 0)) {
       throw InputError(where, fmt::format("server {} has {} GPUs and {} NICs; each NIC must serve "
-                                          "the same number of GPUs",
+                                          "the same number of GPUs, or each GPU own the same "
+                                          "number of NICs",
                                           s.index, s.gpus, s.nics));
     }
   }
@@ -352,14 +353,14 @@ void Fabric::seal(const SourceLocation& where) {
   nic_of_gpu_.assign(nodes_.size(), kNone);
   first_hop_.assign(nodes_.size(), kNone);
   for (const Server& s : servers_) {
-    const uint32_t gpus_per_nic = s.gpus / s.nics;
+    const uint32_t gpus_per_nic = s.nics >= s.gpus ? 1 : s.gpus / s.nics;
     for (uint32_t i = 0; i < s.gpus; ++i) {
       const NodeId g = s.first_gpu + i;
       ROCESIM_CHECK(nodes_[g].kind == NodeKind::Gpu && nodes_[g].server == s.index,
                     "server GPUs must be contiguous nodes");
       rank_of_[g] = static_cast<uint32_t>(gpus_.size());
       gpus_.push_back(g);
-      nic_of_gpu_[g] = s.first_nic + i / gpus_per_nic;
+      nic_of_gpu_[g] = s.first_nic + i / gpus_per_nic * s.nics_per_gpu();
     }
   }
   seal_scale_up(where);

@@ -100,7 +100,9 @@ struct Server {
   NodeId first_gpu = kNone;
   uint32_t gpus = 0;
   NodeId first_nic = kNone;
-  uint32_t nics = 0;
+  uint32_t nics = 0;  // a divisor of gpus (GPUs share a NIC) or a multiple (GPUs own several)
+  /// NICs of one GPU (its ports): nics / gpus when GPUs own several, else 1.
+  uint32_t nics_per_gpu() const { return nics > gpus ? nics / gpus : 1; }
   ScaleUp scale_up = ScaleUp::NvSwitch;
   NodeId nvswitch = kNone;  // the NVSwitch (ScaleUp::NvSwitch, > 1 GPU); kNone otherwise
   GpuArch arch = GpuArch::Hopper;
@@ -186,7 +188,13 @@ class Fabric {
   /// Rank of a GPU node (its index in gpus()).
   uint32_t rank_of(NodeId gpu) const { return rank_of_.at(gpu); }
   /// The NIC a GPU sends through (GPU-to-NIC mapping of its server).
-  NodeId nic_of_gpu(NodeId gpu) const { return nic_of_gpu_.at(gpu); }
+  /// The NIC a GPU sends and receives by: its first, or its `port`-th where it owns several
+  /// (`port` below Server::nics_per_gpu()).
+  NodeId nic_of_gpu(NodeId gpu, uint32_t port = 0) const {
+    ROCESIM_CHECK(port == 0 || port < servers_[nodes_[gpu].server].nics_per_gpu(),
+                  "a GPU's NIC port below its NIC count");
+    return nic_of_gpu_.at(gpu) + port;
+  }
   /// The server a GPU, NIC or NVSwitch belongs to.
   const Server& server_of(NodeId n) const { return servers_.at(nodes_.at(n).server); }
   /// Scale-up bandwidth of a GPU per direction, as flows see it (payload): its link to the

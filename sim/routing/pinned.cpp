@@ -16,7 +16,7 @@ PinnedRouter::PinnedRouter(const fabric::Fabric& f) : walker_(f), slice_(f.node_
 
 bool PinnedRouter::route(const RouteRequest& req, std::vector<fabric::LinkId>& out) {
   const fabric::Fabric& f = walker_.fabric();
-  const uint32_t s = slice_[f.nic_of_gpu(req.dst)];
+  const uint32_t s = slice_[f.nic_of_gpu(req.dst, req.port)];
   return walker_.walk(req, out, [&](fabric::NodeId, std::span<const fabric::LinkId> hops) {
     return s % static_cast<uint32_t>(hops.size());
   });

@@ -37,6 +37,11 @@ struct RouteRequest {
   /// A GPU of the sender's server whose NIC sends instead of the sender's own (NCCL's PXN: the
   /// data crosses NVLink to the relay first); kNone for the sender's own NIC.
   fabric::NodeId relay = fabric::kNone;
+  /// Which of its NICs the sending GPU (the relay under PXN) sends by and the receiver receives
+  /// by, where GPUs own several (Server::nics_per_gpu()); 0 otherwise.
+  uint32_t port = 0;
+  /// The GPU whose NIC sends: the relay under PXN, else the sender.
+  fabric::NodeId sender() const { return relay != fabric::kNone && relay != src ? relay : src; }
 };
 
 /// A QP's paths when its packets are sprayed: path i is links[begin[i], begin[i + 1]) and carries
@@ -117,7 +122,7 @@ class FabricWalker {
   EqualCostTable& equal_cost() { return equal_cost_; }
   /// The NIC that sends a request's packets: the relay's under PXN, else the sender's.
   fabric::NodeId sender_nic(const RouteRequest& req) const {
-    return f_.nic_of_gpu(req.relay != fabric::kNone && req.relay != req.src ? req.relay : req.src);
+    return f_.nic_of_gpu(req.sender(), req.port);
   }
   /// Payload capacity (bytes/s) of a NIC's cable to its first-hop switch.
   double uplink_capacity(fabric::NodeId nic) const {
@@ -179,8 +184,8 @@ bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
     f_.scale_up_path(req.src, req.relay, out);
     sender = req.relay;
   }
-  const fabric::NodeId src_nic = f_.nic_of_gpu(sender);
-  const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst);
+  const fabric::NodeId src_nic = f_.nic_of_gpu(sender, req.port);
+  const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst, req.port);
   out.push_back(link_between(sender, src_nic));
   fabric::NodeId at = f_.first_hop_switch(src_nic);
   // The host links have no alternative: a NIC whose cable is down is cut off.

@@ -19,6 +19,7 @@ RouteRequest TeRouter::request(const Demand& d) const {
   r.src = d.src;
   r.dst = d.dst;
   r.relay = d.relay;
+  r.port = d.port;
   r.key = d.key;
   return r;
 }
@@ -91,13 +92,10 @@ void TeRouter::recompute() {
 
 bool TeRouter::route(const RouteRequest& req, std::vector<fabric::LinkId>& out) {
   if (!req.via.empty()) return walk(req, kNoMember, out);  // waypoints: as written
-  const fabric::Fabric& f = walker_.fabric();
   const Key k = key_of(req);
   auto it = index_.find(k);
   if (it == index_.end()) {
-    Demand d{
-        req.src, req.dst, req.relay, req.key,
-        f.nic_of_gpu(req.relay != fabric::kNone && req.relay != req.src ? req.relay : req.src)};
+    Demand d{req.src, req.dst, req.relay, req.port, req.key, walker_.sender_nic(req)};
     ++qps_of_nic_[d.nic];
     it = index_.emplace(k, static_cast<uint32_t>(demands_.size())).first;
     demands_.push_back(d);

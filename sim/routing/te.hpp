@@ -43,6 +43,7 @@ class TeRouter final : public Router {
                          uint16_t, uint32_t>;
   struct Demand {
     fabric::NodeId src, dst, relay;
+    uint32_t port;  // RouteRequest::port
     fabric::FlowKey key;
     fabric::NodeId nic;           // the sending NIC
     uint32_t member = kNoMember;  // programmed uplink (index in the first group); kNoMember: none

@@ -71,7 +71,9 @@ constexpr Param kServerParams[] = {
      .check = Check::Positive},
     {.key = "nics",
      .type = ParamType::Integer,
-     .help = "RDMA NICs per server (default: one per GPU); GPU i uses NIC i*nics/gpus",
+     .help = "RDMA NICs per server (default: one per GPU), a divisor of gpus (GPU i uses NIC "
+             "i*nics/gpus, shared) or a multiple (GPU i owns NICs i*k .. i*k+k-1, k = nics/gpus, "
+             "each behind its own PCIe link; NCCL runs a rail per NIC)",
      .check = Check::Positive,
      .optional = true,
      .max = 1024},
@@ -224,8 +226,9 @@ ServerSpec read_server(const ParamReader& r) {
   ServerSpec s;
   s.gpus = r.integer_as<uint32_t>("gpus");
   s.nics = r.has("nics") ? r.integer_as<uint32_t>("nics") : s.gpus;
-  if (s.gpus % s.nics != 0) {
-    r.fail("nics", fmt::format("a divisor of gpus ({})", s.gpus), std::to_string(s.nics));
+  if (s.gpus % s.nics != 0 && s.nics % s.gpus != 0) {
+    r.fail("nics", fmt::format("a divisor or a multiple of gpus ({})", s.gpus),
+           std::to_string(s.nics));
   }
   const std::string arch = r.choice("gpu_arch");
   for (fabric::GpuArch a :
@@ -359,10 +362,11 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
                   spec.nvlink_bandwidth);
     }
   }
-  const uint32_t gpus_per_nic = spec.gpus / spec.nics;
-  for (uint32_t i = 0; i < spec.gpus; ++i) {
-    f.add_cable(s.first_gpu + i, s.first_nic + i / gpus_per_nic, spec.pcie_bandwidth,
-                spec.pcie_latency);
+  // PCIe: a cable per GPU to the NIC it uses, or per NIC to the GPU that owns it.
+  for (uint32_t i = 0; i < std::max(spec.gpus, spec.nics); ++i) {
+    const uint32_t gpu = spec.nics > spec.gpus ? i / (spec.nics / spec.gpus) : i;
+    const uint32_t nic = spec.nics > spec.gpus ? i : i / (spec.gpus / spec.nics);
+    f.add_cable(s.first_gpu + gpu, s.first_nic + nic, spec.pcie_bandwidth, spec.pcie_latency);
   }
   f.add_server(s);
   return index;

@@ -1,5 +1,7 @@
 // The inside of a server (a "node" in the cluster sense): GPUs joined by a scale-up domain, and
-// NICs behind PCIe with a 1:1 GPU-to-NIC mapping by default (GPU i uses NIC i * nics / gpus).
+// NICs behind PCIe, one per GPU by default: with fewer NICs than GPUs, GPU i uses NIC
+// i * nics / gpus (GPUs share a NIC); with more, GPU i owns NICs i * k .. i * k + k - 1 (k = nics
+// / gpus), each behind its own PCIe link.
 // GPUDirect RDMA is assumed: data moves GPU -> PCIe -> NIC without touching host memory. The
 // scale-up domain (`scale_up`) is either
 //  * nvswitch: an NVLink domain modelled as one non-blocking NVSwitch with a link of
@@ -8,6 +10,7 @@
 //    pair, so each GPU has gpus - 1 links and a GPU pair exactly one (GPU -> GPU).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -64,7 +67,8 @@ ServerSpec read_server(const ParamReader& node_section);
 /// registers it. Returns the index of the server; its NICs are `fabric.servers()[i].first_nic + k`.
 uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone);
 /// Nodes and directed links one server adds (for Fabric::reserve); its NIC cables not included.
-/// PCIe: 2 per GPU; NVSwitch: 2 per GPU; mesh: gpus (gpus - 1), one per ordered GPU pair.
+/// PCIe: 2 per GPU and NIC pair; NVSwitch: 2 per GPU; mesh: gpus (gpus - 1), one per ordered GPU
+/// pair.
 inline size_t server_nodes(const ServerSpec& s) {
   return s.gpus + s.nics + (s.has_nvswitch() ? 1 : 0);
 }
@@ -72,7 +76,7 @@ inline size_t server_links(const ServerSpec& s) {
   const size_t scale_up = s.scale_up == fabric::ScaleUp::Mesh ? size_t{s.gpus} * (s.gpus - 1)
                           : s.gpus > 1                        ? 2 * size_t{s.gpus}
                                                               : 0;
-  return 2 * size_t{s.gpus} + scale_up;
+  return 2 * size_t{std::max(s.gpus, s.nics)} + scale_up;
 }
 
 /// Per-role switch settings shared by builders: forwarding latency, buffer, and the ASIC's

@@ -269,6 +269,28 @@ INSTANTIATE_TEST_SUITE_P(Collectives, NcclRingClosedForm,
                                          RingCase{"reducescatter", 31.0 / 32, 31.0 / 32}),
                          [](const auto& p) { return std::string(p.param.collective); });
 
+TEST(NcclClosedForm, GpusWithTwoNicsEachRunARailPerNic) {
+  // The ring of NcclRingClosedForm with 16 x 200G NICs per server, two per GPU, instead of
+  // 8 x 400G: 32 channels (2 per NIC), channel c on rail c mod 16, leaving and entering a server
+  // by NIC c mod 16 of the GPU that owns it (GPU (c mod 16) / 2, port c mod 2). Each NIC carries
+  // two channels at B200 / 2 = B / 4 each: the bandwidth term f (S/32) / (B/4) = f S / (8 B) and
+  // the fill (28 L_nvl + 4 L_pxn) / 32 are those of 8 x 400G (B = 2 B200, the same framing).
+  // AlltoAll spreads each GPU's peers over both of its NICs: as fast as with one NIC of twice
+  // the rate.
+  std::string two = rail_topology(4, 8);
+  two.replace(two.find("nic_speed: 400Gbps"), 18, "nics: 16, nic_speed: 200Gbps");
+  const double n = 32, s = kGiB;
+  const Figures ring =
+      run_one(two, kNoNcclLatency, "collective: allreduce, bytes: 1GiB, nccl: {NCCL_ALGO: Ring}");
+  EXPECT_EQ(ring["channels"], 32);
+  const double b = 2 * test::roce_payload(200e9);
+  EXPECT_NEAR(ring.seconds, 2 * (n - 1) / n * s / (8 * b) + (28 * kLnvl + 4 * kLpxn) / n, 2e-9);
+  const Figures one =
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: alltoall, bytes: 1GiB");
+  const Figures both = run_one(two, kNoNcclLatency, "collective: alltoall, bytes: 1GiB");
+  EXPECT_NEAR(both.seconds / one.seconds, 1.0, 1e-6);
+}
+
 TEST(NcclClosedForm, AllToAllOnANonBlockingFabric) {
   // AlltoAll of S = 1 GiB (nccl-tests: what every rank sends in total) on N = 4 servers x 8
   // GPUs: every rank sends S/32 to every other rank. With PXN the data for a GPU on rail r

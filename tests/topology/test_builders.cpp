@@ -218,6 +218,34 @@ spine: {count: 2}
   EXPECT_NE(f.first_hop_switch(f.find("node0/nic1")), f.first_hop_switch(f.find("node0/nic2")));
 }
 
+TEST(RailOptimized, GpusWithTwoNicsEachOwnTwoRails) {
+  // M = 2 servers x G = 2 GPUs x k = 2 NICs per GPU (4 rails), P = 2: one leaf per rail, S = 2.
+  //   nodes = M (G + G k + 1) + rails + S = 2 x 7 + 4 + 2 = 20
+  //   links = M (2 G k PCIe + 2 G NVLink + 2 G k NIC cables) + 2 rails U = 2 x 20 + 32 = 72
+  // GPU i owns NICs 2i and 2i + 1, each behind its own PCIe cable, each on its own rail.
+  const Fabric f = test::fabric_from_yaml(R"(
+type: rail_optimized
+nodes: 2
+nodes_per_leaf: 2
+node: {gpus: 2, nics: 4, pcie_bandwidth: 400Gbps}
+leaf: {uplinks: 4}
+spine: {count: 2}
+)");
+  EXPECT_EQ(f.node_count(), 20u);
+  EXPECT_EQ(f.link_count(), 72u);
+  EXPECT_EQ(f.servers()[0].nics_per_gpu(), 2u);
+  const fabric::NodeId gpu1 = f.find("node1/gpu1");
+  EXPECT_EQ(f.nic_of_gpu(gpu1), f.find("node1/nic2"));
+  EXPECT_EQ(f.nic_of_gpu(gpu1, 1), f.find("node1/nic3"));
+  size_t pcie = 0;
+  for (const fabric::LinkId l : f.out_links(gpu1)) {
+    if (f.node(f.link(l).dst).kind == fabric::NodeKind::Nic) ++pcie;
+  }
+  EXPECT_EQ(pcie, 2u);
+  EXPECT_EQ(f.first_hop_switch(f.find("node0/nic3")), f.first_hop_switch(f.find("node1/nic3")));
+  EXPECT_NE(f.first_hop_switch(f.find("node1/nic2")), f.first_hop_switch(f.find("node1/nic3")));
+}
+
 // ---- fat-tree ----
 
 TEST(FatTree, CountsForK4AndK8) {
@@ -346,6 +374,7 @@ TEST(BuilderErrors, TableErrorsAreLocated) {
   });
   EXPECT_EQ(nics.key(), "node.nics");
   EXPECT_EQ(nics.where().line, 4);
+  EXPECT_TRUE(contains(nics.what(), "a divisor or a multiple of gpus (8)")) << nics.what();
   const InputError zero_speed = input_error([] {
     (void)test::fabric_from_yaml(
         "type: clos\nracks: 1\nnodes_per_rack: 1\nleaf: {uplinks: 1, uplink_speed: 0Gbps}\n"

@@ -180,6 +180,7 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
   spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
   spec.message_bytes = message;
   spec.relay = e.relay;
+  spec.port = e.port;
   const engine::ConnectionId id = sim.connect(e.src, e.dst, spec);
   connections_.insert(key, id);
   return id;
@@ -413,7 +414,8 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       const std::vector<fabric::NodeId> lead = comm_.leaders(ch);
       std::vector<fabric::NodeId> first;
       for (fabric::NodeId g : lead)
-        first.push_back(f_.first_hop_switch(f_.nic_of_gpu(g)));
+        first.push_back(f_.first_hop_switch(f_.nic_of_gpu(
+            g, static_cast<uint32_t>(ch % comm_.nics_per_node() % comm_.nics_per_gpu()))));
       fabric::NodeId root_switch = fabric::kNone;
       uint32_t best = std::numeric_limits<uint32_t>::max();
       for (fabric::NodeId s = 0; s < f_.node_count(); ++s) {
@@ -433,6 +435,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         spec.qps = config_.qps_per_connection;
         spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
         spec.message_bytes = message;
+        spec.port = static_cast<uint32_t>(ch % comm_.nics_per_node() % comm_.nics_per_gpu());
         const fabric::NodeId via[] = {root_switch};
         const engine::ConnectionId leg =
             sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
@@ -650,27 +653,23 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   const std::vector<fabric::NodeId>& r = comm_.ranks();
   auto add = [&](int i, int j, int64_t b) {
     if (b <= 0 || i == j) return;
-    Edge e{r[static_cast<size_t>(i)], r[static_cast<size_t>(j)], fabric::kNone,
-           f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server};
-    if (e.network && pxn()) {
-      // PXN: cross NVLink to the sender node's GPU on the receiver's rail.
-      for (size_t k = 0; k < comm_.nodes().size(); ++k) {
-        if (f_.node(comm_.nodes()[k].front()).server == f_.node(e.src).server) {
-          const fabric::NodeId relay = comm_.rail_gpu(static_cast<int>(k), comm_.rail_of(e.dst));
-          if (relay != e.src && comm_.rail_of(relay) == comm_.rail_of(e.dst)) e.relay = relay;
-        }
-      }
-    }
+    const fabric::NodeId src = r[static_cast<size_t>(i)], dst = r[static_cast<size_t>(j)];
+    const bool network = f_.node(src).server != f_.node(dst).server;
     // Across servers NCCL spreads a pair's data over NCCL_NCHANNELS_PER_NET_PEER channels,
-    // each with its own connection (and QPs).
-    const int parts = e.network ? config_.channels_per_net_peer : 1;
+    // each with its own connection (and QPs). Where GPUs own several NICs, channel k of the
+    // pair i -> j goes through NIC (d + k) mod nics-per-GPU, d = (j - i) mod n (NCCL gives each
+    // peer distance its channels, and a channel its NIC by its id), so a GPU's peers spread
+    // over all of its NICs, sending and receiving; with PXN it is relayed over NVLink to the
+    // sender server's GPU of that rail.
+    const int parts = network ? config_.channels_per_net_peer : 1;
     const int64_t message =
-        (e.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
+        (network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
-      if (share > 0) {
-        p2p_.push_back({connection(sim, e, message, kP2pChannel - k), share, e.network});
-      }
+      if (share <= 0) continue;
+      const int port = ((j - i + n) % n + k) % comm_.nics_per_gpu();
+      const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
+      p2p_.push_back({connection(sim, e, message, kP2pChannel - k), share, e.network});
     }
   };
   switch (c) {

@@ -65,6 +65,7 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
   for (const auto& n : nodes_)
     ppn_ = std::max(ppn_, static_cast<int>(n.size()));
   nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
+  nics_per_gpu_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics_per_gpu());
   mesh_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Mesh;
   mesh_orders_.resize(nodes_.size());
 }
@@ -75,7 +76,7 @@ int Communicator::rail_of(fabric::NodeId gpu) const {
 
 fabric::NodeId Communicator::rail_gpu(int node, int rail) const {
   for (fabric::NodeId g : nodes_[node]) {
-    if (rail_of(g) == rail) return g;
+    if (rail_of(g) <= rail && rail < rail_of(g) + nics_per_gpu_) return g;
   }
   return nodes_[node].front();
 }
@@ -239,17 +240,20 @@ std::vector<fabric::NodeId> Communicator::ring_order(int channel) const {
   return out;
 }
 
-Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const {
+Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail) const {
   Edge e{a, b, fabric::kNone, f_.node(a).server != f_.node(b).server};
-  if (e.network && pxn) {
-    // PXN: cross NVLink to the GPU of the sender's node on the receiver's rail; its NIC sends.
+  if (!e.network) return e;
+  if (rail < 0) rail = rail_of(b);
+  e.port = static_cast<uint32_t>(rail % nics_per_gpu_);
+  if (pxn) {
+    // PXN: cross NVLink to the GPU of the sender's node on the rail; its NIC sends.
     const uint32_t server = f_.node(a).server;
     const auto it = std::lower_bound(node_of_server_.begin(), node_of_server_.end(),
                                      std::pair<uint32_t, size_t>{server, 0});
     ROCESIM_CHECK(it != node_of_server_.end() && it->first == server,
                   "an edge's sender is a rank of the communicator");
-    const fabric::NodeId relay = rail_gpu(static_cast<int>(it->second), rail_of(b));
-    if (relay != a && rail_of(relay) == rail_of(b)) e.relay = relay;
+    const fabric::NodeId relay = rail_gpu(static_cast<int>(it->second), rail);
+    if (relay != a && rail_of(relay) == rail - rail % nics_per_gpu_) e.relay = relay;
   }
   return e;
 }
@@ -259,7 +263,7 @@ std::vector<Edge> Communicator::ring(int channel, bool pxn) const {
   std::vector<Edge> out;
   if (order.size() < 2) return out;
   for (size_t i = 0; i < order.size(); ++i) {
-    out.push_back(edge(order[i], order[(i + 1) % order.size()], pxn));
+    out.push_back(edge(order[i], order[(i + 1) % order.size()], pxn, channel % nics_));
   }
   return out;
 }
@@ -274,9 +278,9 @@ std::vector<Edge> Communicator::chain(int channel, fabric::NodeId root, bool to_
   for (size_t i = 0; i + 1 < n; ++i) {
     if (to_root) {
       // Reduce: from the rank after the root around to the root.
-      out.push_back(edge(order[(r + 1 + i) % n], order[(r + 2 + i) % n], pxn));
+      out.push_back(edge(order[(r + 1 + i) % n], order[(r + 2 + i) % n], pxn, channel % nics_));
     } else {
-      out.push_back(edge(order[(r + i) % n], order[(r + i + 1) % n], pxn));
+      out.push_back(edge(order[(r + i) % n], order[(r + i + 1) % n], pxn, channel % nics_));
     }
   }
   return out;
@@ -353,9 +357,9 @@ Communicator::Tree Communicator::leader_tree(int channel) const {
     const int parent = dtree(n, k, which).parent;
     if (parent == -1) continue;
     // Up, the deepest nodes first; down, the root's children first.
-    t.up.push_back(edge(lead[k], lead[parent], false));
+    t.up.push_back(edge(lead[k], lead[parent], false, channel % nics_));
     t.up_stage.push_back(t.depth - depth[k]);
-    t.down.push_back(edge(lead[parent], lead[k], false));
+    t.down.push_back(edge(lead[parent], lead[k], false, channel % nics_));
     t.down_stage.push_back(depth[k] - 1);
   }
   return t;

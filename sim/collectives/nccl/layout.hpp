@@ -33,6 +33,7 @@ struct Edge {
   fabric::NodeId dst = fabric::kNone;
   fabric::NodeId relay = fabric::kNone;
   bool network = false;  // crosses servers
+  uint32_t port = 0;     // which NIC of its GPUs a network edge uses (GPUs with several NICs)
 };
 
 /// NCCL's binary tree over n ranks (src/graph/trees.cc): parent and up to two children of
@@ -66,8 +67,10 @@ class Communicator {
   const std::vector<std::vector<fabric::NodeId>>& nodes() const { return nodes_; }
   const fabric::Fabric& fabric() const { return f_; }
 
-  /// The rail (NIC index within its server) a GPU sends on.
+  /// The rail (NIC index within its server) a GPU sends on: its first, where a GPU owns several
+  /// NICs (rails rail_of .. rail_of + nics_per_gpu - 1).
   int rail_of(fabric::NodeId gpu) const;
+  int nics_per_gpu() const { return nics_per_gpu_; }
   /// The GPU of node k on rail r (its first GPU if none of its GPUs is on that rail).
   fabric::NodeId rail_gpu(int node, int rail) const;
 
@@ -104,6 +107,10 @@ class Communicator {
   /// The chain edges of CollNet (inside nodes, both directions) and the node leaders.
   Tree collnet_chains(int channel) const;
   std::vector<fabric::NodeId> leaders(int channel) const;
+  /// The edge a -> b; across servers on rail `rail` (the receiver's first one when negative):
+  /// through that rail's NIC of each server, the sender's GPU relaying to it over NVLink with
+  /// PXN.
+  Edge edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail = -1) const;
 
  private:
   /// The node's GPUs in a channel's chain order, starting at its GPU on the channel's rail (any
@@ -113,7 +120,6 @@ class Communicator {
   std::vector<fabric::NodeId> node_order(int node, int channel) const;
   /// Positions (in nodes_[node]) of the mesh order of every channel up to `channel`.
   const std::vector<int>& mesh_order(int node, int channel) const;
-  Edge edge(fabric::NodeId a, fabric::NodeId b, bool pxn) const;
 
   const fabric::Fabric& f_;
   std::vector<fabric::NodeId> ranks_;
@@ -121,6 +127,7 @@ class Communicator {
   std::vector<std::pair<uint32_t, size_t>> node_of_server_;  // (server, index in nodes_), sorted
   int ppn_ = 1;
   int nics_ = 1;
+  int nics_per_gpu_ = 1;
   bool mesh_ = false;
   struct MeshOrders {
     std::vector<std::vector<int>> cycles;    // hamiltonian_decomposition of the node's size
