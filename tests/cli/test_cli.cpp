@@ -504,30 +504,51 @@ double large_message_median_error(const std::string& csv_path) {
 
 TEST(CalibrateFit, AFitOnOneClusterCarriesOverToAnotherWithTheSameGpus) {
   // Calibrated parameters belong to parts: the xGMI efficiency fitted on one MI300X server
-  // (AAC8) describes the MI300X platform's links, which the MI325X platform shares (AAC11). The
-  // MI325X server's large-message error with the MI300X calibration must not grow; it falls.
+  // (AAC8) describes the MI300X platform's links, which the MI325X platform shares (AAC11). Both
+  // scenarios start from a wrong link figure, 0.9 of 64 GB/s (57.6 GB/s, above every measured
+  // link): the fit on the MI300X server brings it back near the 45.1-47.2 GB/s TransferBench
+  // measures (0.70-0.74), and the MI325X server's large-message error, many percent with 0.9,
+  // falls to a few with the MI300X calibration.
   const TempDir dir("cli-calibrate-transfer");
   const std::string mi300x = dir / "mi300x.yaml", mi325x = dir / "mi325x.yaml",
                     cal = dir / "calibration.yaml";
   const std::string dataset = "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce";
   ASSERT_EQ(write_cluster_tables(dataset, {"aac8_mi300x_"}, mi300x), 1u);
   ASSERT_EQ(write_cluster_tables(dataset, {"aac11_mi325x_1node"}, mi325x), 1u);
+  const auto wrong_links = [&](const std::string& name) {
+    std::string text = read_file(source_path("validation/scenarios/" + name));
+    const std::string node = "    transport: roce\n";
+    const auto at = text.find(node);
+    EXPECT_NE(at, std::string::npos) << name;
+    text.insert(at + node.size(), "    xgmi_efficiency: 0.9\n");
+    const std::string path = dir / name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string mi300x_scenario = wrong_links("amd-mi300x-roce.yaml");
+  const std::string mi325x_scenario = wrong_links("amd-mi325x-roce.yaml");
   const CommandResult fit = run_cli(fmt::format(
       "calibrate fit --measured {} --scenario {} -o {} --param topology.node.xgmi_efficiency",
-      mi300x, source_path("validation/scenarios/amd-mi300x-roce.yaml"), cal));
+      mi300x, mi300x_scenario, cal));
   ASSERT_EQ(fit.exit_code, 0) << fit.err;
-  const std::string scenario = source_path("validation/scenarios/amd-mi325x-roce.yaml");
-  const CommandResult nominal = run_cli(fmt::format(
-      "validate --no-plot --measured {} --scenario {} -o {}", mi325x, scenario, dir / "nominal"));
+  const auto fitted = scenario::read_calibration_file(cal);
+  ASSERT_EQ(fitted.size(), 1u);
+  const double xgmi = std::stod(fitted.front().value.value());
+  EXPECT_GT(xgmi, 0.68);
+  EXPECT_LT(xgmi, 0.76);
+  const CommandResult nominal =
+      run_cli(fmt::format("validate --no-plot --measured {} --scenario {} -o {}", mi325x,
+                          mi325x_scenario, dir / "nominal"));
   const CommandResult calibrated =
       run_cli(fmt::format("validate --no-plot --measured {} --scenario {} --calibration {} -o {}",
-                          mi325x, scenario, cal, dir / "calibrated"));
+                          mi325x, mi325x_scenario, cal, dir / "calibrated"));
   ASSERT_EQ(nominal.exit_code, 0) << nominal.err;
   ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;
   const double before = large_message_median_error(dir / "nominal/validation.csv");
   const double after = large_message_median_error(dir / "calibrated/validation.csv");
   ASSERT_GE(before, 0);
-  EXPECT_LT(after, before) << "nominal " << before << ", with the MI300X calibration " << after;
+  EXPECT_GT(before, 0.15);
+  EXPECT_LT(after, 0.03) << "nominal " << before << ", with the MI300X calibration " << after;
 }
 
 TEST(CalibrateFit, ANicProbeFixesTheNicSpeedEfficiencyAndPcieLatency) {

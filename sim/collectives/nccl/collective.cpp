@@ -288,7 +288,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     };
     const std::vector<Edge>* edges = nullptr;
     if (a == Algorithm::Ring && !bcast_like) {
-      edges = &legs_of(LegShape::Ring, [&] { return comm_.ring(ch, pxn()); });
+      edges = &legs_of(LegShape::Ring, [&] { return comm_.ring(ch, ring_pxn()); });
       const double steps = c == Collective::AllReduce ? 2.0 * (n - 1) : n - 1.0;
       const double loops = std::max(1.0, std::ceil(data / (n * chunk_data)));
       const double c_data = data / (n * loops);
@@ -307,7 +307,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     } else if (bcast_like) {
       const bool to_root = c == Collective::Reduce;
       edges = &legs_of(to_root ? LegShape::ChainToRoot : LegShape::ChainFromRoot,
-                       [&] { return comm_.chain(ch, root_gpu, to_root, pxn()); });
+                       [&] { return comm_.chain(ch, root_gpu, to_root, ring_pxn()); });
       chan.ring = false;
       chan.hops = static_cast<int>(edges->size());
       for (int i = 0; i < chan.hops; ++i)

@@ -117,6 +117,10 @@ class OpRunner {
   /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
   /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
   bool pxn() const { return config_.pxn && (!config_.rccl || comm_.nranks() >= 64); }
+  /// PXN for rings and chains. RCCL's rings over an xGMI mesh leave each node from the last GPU
+  /// of their Hamiltonian path by its own NIC (its rome models' ringBase): PXN, RCCL's default
+  /// from 64 ranks on, moves only its point-to-point transfers.
+  bool ring_pxn() const { return pxn() && !(config_.rccl && comm_.mesh()); }
   /// Channels of an NVLS or NVLSTree operation (NCCL's nvlsChannels; no per-size reduction).
   int nvls_channels() const;
 

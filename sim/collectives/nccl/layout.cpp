@@ -81,20 +81,28 @@ fabric::NodeId Communicator::rail_gpu(int node, int rail) const {
   return nodes_[node].front();
 }
 
-std::vector<std::vector<int>> hamiltonian_decomposition(int n) {
+namespace {
+
+// Hamiltonian cycles (n - 1 of them, from vertex 0) or paths (n, path k from vertex k) of the
+// complete directed graph on n vertices that use every arc once: a seeded backtracking search,
+// one cycle or path after another over the arcs still unused, a choice that leaves the rest
+// unsolvable retried a few times, within a bounded amount of work. Empty when none is found.
+std::vector<std::vector<int>> decompose(int n, bool paths) {
   if (n < 2) return {};
   std::vector<std::vector<char>> used(static_cast<size_t>(n),
                                       std::vector<char>(static_cast<size_t>(n), 0));
-  std::vector<std::vector<int>> cycles;
-  RandomStream rng(1, "nccl/mesh-rings");
+  std::vector<std::vector<int>> found;
+  RandomStream rng(1, paths ? "nccl/mesh-paths" : "nccl/mesh-rings");
   long budget = 2'000'000;  // node expansions before giving up
   std::vector<int> path;
   std::vector<char> seen;
-  // One Hamiltonian cycle from 0 over unused arcs, candidates in random order.
+  // One Hamiltonian path from path[0] over unused arcs (closing back to it for a cycle),
+  // candidates in random order.
   const std::function<bool()> extend = [&]() -> bool {
     if (--budget < 0) return false;
     if (static_cast<int>(path.size()) == n) {
-      return used[static_cast<size_t>(path.back())][0] == 0;
+      return paths ||
+             used[static_cast<size_t>(path.back())][static_cast<size_t>(path.front())] == 0;
     }
     const auto from = static_cast<size_t>(path.back());
     std::vector<int> next;
@@ -114,30 +122,42 @@ std::vector<std::vector<int>> hamiltonian_decomposition(int n) {
     return false;
   };
   const auto mark = [&](const std::vector<int>& c, char v) {
-    for (size_t i = 0; i < c.size(); ++i)
-      used[static_cast<size_t>(c[i])][static_cast<size_t>(c[(i + 1) % c.size()])] = v;
+    for (size_t i = 0; i + 1 < c.size(); ++i)
+      used[static_cast<size_t>(c[i])][static_cast<size_t>(c[i + 1])] = v;
+    if (!paths) used[static_cast<size_t>(c.back())][static_cast<size_t>(c.front())] = v;
   };
-  // Cycles one after another; a cycle that leaves the rest unsolvable is retried a few times.
+  const int wanted = paths ? n : n - 1;
   const std::function<bool()> solve = [&]() -> bool {
-    if (static_cast<int>(cycles.size()) == n - 1) return true;
+    if (static_cast<int>(found.size()) == wanted) return true;
+    const int from = paths ? static_cast<int>(found.size()) : 0;
     for (int attempt = 0; attempt < 64 && budget > 0; ++attempt) {
-      path.assign(1, 0);
+      path.assign(1, from);
       seen.assign(static_cast<size_t>(n), 0);
-      seen[0] = 1;
+      seen[static_cast<size_t>(from)] = 1;
       if (!extend()) return false;
-      cycles.push_back(path);
+      found.push_back(path);
       mark(path, 1);
       if (solve()) return true;
-      mark(cycles.back(), 0);
-      cycles.pop_back();
+      mark(found.back(), 0);
+      found.pop_back();
     }
     return false;
   };
   if (!solve()) return {};
-  return cycles;
+  return found;
 }
 
-const std::vector<int>& Communicator::mesh_order(int node, int channel) const {
+}  // namespace
+
+std::vector<std::vector<int>> hamiltonian_decomposition(int n) {
+  return decompose(n, false);
+}
+
+std::vector<std::vector<int>> hamiltonian_paths(int n) {
+  return decompose(n, true);
+}
+
+const std::vector<int>& Communicator::mesh_order(int node, int channel, bool pxn) const {
   const std::vector<fabric::NodeId>& g = nodes_[static_cast<size_t>(node)];
   const int n = static_cast<int>(g.size());
   MeshOrders& m = mesh_orders_[static_cast<size_t>(node)];
@@ -146,6 +166,21 @@ const std::vector<int>& Communicator::mesh_order(int node, int channel) const {
     auto [it, fresh] = decompositions_.try_emplace(n);
     if (fresh) it->second = hamiltonian_decomposition(n);
     m.cycles = it->second;
+    if (nnodes() > 1) {
+      auto [p, new_paths] = path_decompositions_.try_emplace(n);
+      if (new_paths) p->second = hamiltonian_paths(n);
+      m.paths = p->second;
+    }
+  }
+  // Across nodes, a ring that leaves each node by its last GPU's own NIC (no PXN), with a
+  // decomposition into Hamiltonian paths: the channel enters the node at its rail GPU and takes
+  // that GPU's path. Every path starts at a different GPU and together they cross every link
+  // once, so the channels of all rails load every link and every NIC alike, as RCCL's rings on
+  // MI300X do. With PXN the last GPU hands the data over to the rail GPU by the link that
+  // closes a cycle: the rotated cycles below leave exactly that link free.
+  if (nnodes() > 1 && !pxn && !m.paths.empty()) {
+    const fabric::NodeId first = rail_gpu(node, channel % nics_);
+    return m.paths[static_cast<size_t>(std::find(g.begin(), g.end(), first) - g.begin())];
   }
   // With a decomposition, each channel takes one of its cycles from the channel's first GPU,
   // and uses its arcs but the one back to the first GPU (a multi-node ring leaves the node from
@@ -215,11 +250,11 @@ const std::vector<int>& Communicator::mesh_order(int node, int channel) const {
   return m.channels[static_cast<size_t>(channel)];
 }
 
-std::vector<fabric::NodeId> Communicator::node_order(int node, int channel) const {
+std::vector<fabric::NodeId> Communicator::node_order(int node, int channel, bool pxn) const {
   const std::vector<fabric::NodeId>& g = nodes_[static_cast<size_t>(node)];
   if (mesh_) {
     std::vector<fabric::NodeId> out;
-    for (int i : mesh_order(node, channel))
+    for (int i : mesh_order(node, channel, pxn))
       out.push_back(g[static_cast<size_t>(i)]);
     return out;
   }
@@ -229,12 +264,12 @@ std::vector<fabric::NodeId> Communicator::node_order(int node, int channel) cons
   return out;
 }
 
-std::vector<fabric::NodeId> Communicator::ring_order(int channel) const {
+std::vector<fabric::NodeId> Communicator::ring_order(int channel, bool pxn) const {
   if (nnodes() == 1 && !mesh_) return ranks_;
   std::vector<fabric::NodeId> out;
   out.reserve(ranks_.size());
   for (int k = 0; k < nnodes(); ++k) {
-    const std::vector<fabric::NodeId> o = node_order(k, channel);
+    const std::vector<fabric::NodeId> o = node_order(k, channel, pxn);
     out.insert(out.end(), o.begin(), o.end());
   }
   return out;
@@ -259,7 +294,7 @@ Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail) 
 }
 
 std::vector<Edge> Communicator::ring(int channel, bool pxn) const {
-  const std::vector<fabric::NodeId> order = ring_order(channel);
+  const std::vector<fabric::NodeId> order = ring_order(channel, pxn);
   std::vector<Edge> out;
   if (order.size() < 2) return out;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -270,7 +305,7 @@ std::vector<Edge> Communicator::ring(int channel, bool pxn) const {
 
 std::vector<Edge> Communicator::chain(int channel, fabric::NodeId root, bool to_root,
                                       bool pxn) const {
-  const std::vector<fabric::NodeId> order = ring_order(channel);
+  const std::vector<fabric::NodeId> order = ring_order(channel, pxn);
   const size_t n = order.size();
   const size_t r = static_cast<size_t>(std::find(order.begin(), order.end(), root) - order.begin());
   ROCESIM_CHECK(r < n, "the root is a rank of the communicator");

@@ -54,6 +54,11 @@ BtreeLinks dtree(int n, int rank, int t);
 /// at vertex 0. Empty when none is found. The rings RCCL lays over a full xGMI mesh use every
 /// link of every GPU, as these do.
 std::vector<std::vector<int>> hamiltonian_decomposition(int n);
+/// n directed Hamiltonian paths of the complete directed graph on n vertices, path k from
+/// vertex k, that use every arc exactly once (each vertex also ends one path), found as above;
+/// empty when none is found. RCCL's multi-node rings over an 8-GPU MI300X mesh are such a set
+/// (src/graph/rome_models.cc: a ring enters each GPU's NIC and crosses every link once).
+std::vector<std::vector<int>> hamiltonian_paths(int n);
 
 class Communicator {
  public:
@@ -71,12 +76,15 @@ class Communicator {
   /// NICs (rails rail_of .. rail_of + nics_per_gpu - 1).
   int rail_of(fabric::NodeId gpu) const;
   int nics_per_gpu() const { return nics_per_gpu_; }
+  /// The servers' GPUs form an xGMI mesh (scale_up: mesh), not an NVSwitch domain.
+  bool mesh() const { return mesh_; }
   /// The GPU of node k on rail r (its first GPU if none of its GPUs is on that rail).
   fabric::NodeId rail_gpu(int node, int rail) const;
 
   /// GPUs of a channel's ring in ring order (all ranks): each node's GPUs in the channel's
-  /// node order (see node_order), nodes in communicator order.
-  std::vector<fabric::NodeId> ring_order(int channel) const;
+  /// node order (see node_order), nodes in communicator order; `pxn`: the ring leaves a node
+  /// through the GPU of the channel's rail.
+  std::vector<fabric::NodeId> ring_order(int channel, bool pxn = true) const;
   /// The edges of a channel's ring: ring_order()[i] -> ring_order()[i+1], and the last back to
   /// the first.
   std::vector<Edge> ring(int channel, bool pxn) const;
@@ -116,10 +124,12 @@ class Communicator {
   /// The node's GPUs in a channel's chain order, starting at its GPU on the channel's rail (any
   /// GPU on one node). Behind an NVSwitch every order costs the same and the rotation of the
   /// node's GPUs is used; in an xGMI mesh each channel takes the order whose links earlier
-  /// channels used least, as RCCL's rings spread over all of a GPU's links.
-  std::vector<fabric::NodeId> node_order(int node, int channel) const;
-  /// Positions (in nodes_[node]) of the mesh order of every channel up to `channel`.
-  const std::vector<int>& mesh_order(int node, int channel) const;
+  /// channels used least, as RCCL's rings spread over all of a GPU's links (across nodes
+  /// without PXN: its rail GPU's Hamiltonian path).
+  std::vector<fabric::NodeId> node_order(int node, int channel, bool pxn = true) const;
+  /// Positions (in nodes_[node]) of the mesh order of a channel (made for every channel up to
+  /// it).
+  const std::vector<int>& mesh_order(int node, int channel, bool pxn) const;
 
   const fabric::Fabric& f_;
   std::vector<fabric::NodeId> ranks_;
@@ -131,6 +141,7 @@ class Communicator {
   bool mesh_ = false;
   struct MeshOrders {
     std::vector<std::vector<int>> cycles;    // hamiltonian_decomposition of the node's size
+    std::vector<std::vector<int>> paths;     // hamiltonian_paths of it, across nodes
     std::vector<std::vector<int>> channels;  // positions in nodes_[node], per channel
     std::vector<std::vector<int>> used;      // directed link use counts [from][to]
     std::vector<int> exit_uses;              // channels whose order ends at each position
@@ -138,6 +149,8 @@ class Communicator {
   mutable std::vector<MeshOrders> mesh_orders_;
   /// hamiltonian_decomposition by node size, searched once per communicator.
   mutable std::map<int, std::vector<std::vector<int>>> decompositions_;
+  /// hamiltonian_paths by node size, likewise.
+  mutable std::map<int, std::vector<std::vector<int>>> path_decompositions_;
 };
 
 }  // namespace rocesim::collectives::nccl
