@@ -278,7 +278,8 @@ std::vector<fabric::NodeId> Communicator::ring_order(int channel, bool pxn) cons
 Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail) const {
   Edge e{a, b, fabric::kNone, f_.node(a).server != f_.node(b).server};
   if (!e.network) return e;
-  if (rail < 0) rail = rail_of(b);
+  // The receiver's rail: the one asked for where it has it, else its first.
+  if (rail < rail_of(b) || rail >= rail_of(b) + nics_per_gpu_) rail = rail_of(b);
   e.port = static_cast<uint32_t>(rail % nics_per_gpu_);
   if (pxn) {
     // PXN: cross NVLink to the GPU of the sender's node on the rail; its NIC sends.

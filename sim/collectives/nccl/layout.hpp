@@ -115,7 +115,7 @@ class Communicator {
   /// The chain edges of CollNet (inside nodes, both directions) and the node leaders.
   Tree collnet_chains(int channel) const;
   std::vector<fabric::NodeId> leaders(int channel) const;
-  /// The edge a -> b; across servers on rail `rail` (the receiver's first one when negative):
+  /// The edge a -> b; across servers on rail `rail` where b is on it (else on b's first rail):
   /// through that rail's NIC of each server, the sender's GPU relaying to it over NVLink with
   /// PXN.
   Edge edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail = -1) const;
