@@ -395,6 +395,36 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + slice / (b / 2), 2e-9);
 }
 
+TEST(NcclClosedForm, AnLl128TreeCrossesTheNetworkAStepAtATime) {
+  // The trees of ATreeOfFewSlicesCrossesEachStageAlone with LL128: its lines carry 120 of 128
+  // bytes, so D of data is D_w = D x 128/120 on the wire. Through NVLink LL128 forwards line by
+  // line, but NCCL's proxy sends a buffer step (NCCL_LL128_BUFFSIZE / 8 = 600 KiB) over the
+  // network only once all its lines have arrived: both stages here are network stages, and each
+  // takes a channel's data a step (or all of it, if less) at a time.
+  //  * 256 KiB: D = 128 KiB, D_w < a step: one piece, each stage alone on its NIC at B:
+  //    T = D_w / (B/2) + 2 L_net + D_w / B = 3 D_w / B + 2 L_net (line by line it would be about
+  //    2 D_w / B + 2 L_net).
+  //  * 64 MiB: D = 32 MiB, 56 steps, the stages side by side at B/2:
+  //    T = D_w / (B/2) + 2 L_net + step / (B/2).
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const double b = test::roce_payload(100e9);
+  const auto time = [&](const char* bytes) {
+    const Figures w = run_one(
+        topo, "nccl: {hop_latency_factor: 0, launch_latency: 0s}\n",
+        fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: Tree, NCCL_PROTO: "
+                    "LL128}}",
+                    bytes));
+    EXPECT_EQ(w.notes.at("algorithm"), "Tree");
+    EXPECT_EQ(w.notes.at("protocol"), "LL128");
+    EXPECT_EQ(w["channels"], 2);
+    return w.seconds;
+  };
+  const double small = 128 * 1024.0 * 128 / 120;
+  EXPECT_NEAR(time("256KiB"), 3 * small / b + 2 * kLnet, 2e-9);
+  const double large = 32 * kMiB * 128 / 120, step = 4915200.0 / 8;
+  EXPECT_NEAR(time("64MiB"), large / (b / 2) + 2 * kLnet + step / (b / 2), 2e-9);
+}
 TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // CollNet (SHARP-style) AllReduce on 4 single-GPU servers, 2 channels on the one NIC each:
   // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch

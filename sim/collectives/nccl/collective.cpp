@@ -388,6 +388,14 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       sum += l;
       double& worst = (*edges)[i].network ? net_max : nvlink_max;
       worst = std::max(worst, l);
+      // LL and LL128 forward line by line through NVLink, but NCCL's proxy posts a network send
+      // only for a whole buffer step, once every line of it has its flag (net transport,
+      // sendProxyProgress): a network stage takes the channel's data a step at a time.
+      if (!chan.ring && !traits.slices && (*edges)[i].network && chan.leg_stage[i] != kEveryStage) {
+        chan.stage_slice.resize(static_cast<size_t>(chan.hops), chan.slice);
+        chan.stage_slice[static_cast<size_t>(chan.leg_stage[i])] =
+            std::min(step_wire, chan.wire_bytes);
+      }
     }
     if (!chan.ring) {
       if (bcast_like) {
@@ -542,7 +550,11 @@ void OpRunner::set_stage_rates(engine::Simulation& sim) {
   };
   for (Channel& chan : channels_) {
     if (chan.ring) continue;
-    const double slices = std::ceil(chan.wire_bytes / std::max(chan.slice, 1.0));
+    // Slices in flight: of the coarsest stage (a network step of LL and LL128).
+    double coarsest = chan.slice;
+    for (const double s : chan.stage_slice)
+      coarsest = std::max(coarsest, s);
+    const double slices = std::ceil(chan.wire_bytes / std::max(coarsest, 1.0));
     make_loads(static_cast<int>(std::min<double>(slices, chan.hops)));
     chan.stages.assign(static_cast<size_t>(chan.hops), network::kNoRateCap);
     double shared = network::kNoRateCap;  // the legs of every stage
@@ -810,8 +822,9 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
       // slower); the slowest stage is the pipeline's own pace, which the data already took:
       // T = D / r + sum of slice / pace over the other stages.
       double sum = 0, slowest = 0;
-      for (const double pace : chan.stages) {
-        const double stage = chan.slice / std::max(r, pace);
+      for (size_t k = 0; k < chan.stages.size(); ++k) {
+        const double slice = chan.stage_slice.empty() ? chan.slice : chan.stage_slice[k];
+        const double stage = slice / std::max(r, chan.stages[k]);
         sum += stage;
         slowest = std::max(slowest, stage);
       }

@@ -136,6 +136,9 @@ class OpRunner {
     // Chain/tree: each stage's own pace, in the order a slice crosses them (bytes of the
     // channel per second; see set_stage_rates).
     std::vector<double> stages;
+    // Chain/tree: the wire bytes a slice carries through each stage, where they differ from
+    // `slice` (LL and LL128 cross the network a buffer step at a time); empty: `slice`.
+    std::vector<double> stage_slice;
     int depth = 0;               // NVLSTree: network hops from the deepest node to the root
     double positions = 0;        // ring: steps of one pass (2(n-1) or n-1)
     bool ring = true;            // ring formula; otherwise chain/tree
