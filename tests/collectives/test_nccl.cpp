@@ -366,6 +366,54 @@ TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);  // factor 1
 }
 
+TEST(NcclRingFill, TheDelayIsTheHeaviestPathOfTheStepRecurrence) {
+  // ring_delay against the recurrence it solves, run step by step: with own pace c and edge
+  // times a_e = c + g_e, T(p, 0) = 0 and T(p, j) = max(T(p, j-1) + c, T(p-1, j-1) + a_{p-1});
+  // the last step starts at max_p T(p, K-1) = (K-1) c + delay.
+  const auto recurrence = [](const std::vector<double>& gain, int k) {
+    const size_t n = gain.size();
+    const double c = 10;
+    std::vector<double> t(n, 0), next(n);
+    for (int j = 1; j < k; ++j) {
+      for (size_t p = 0; p < n; ++p) {
+        const size_t up = (p + n - 1) % n;
+        next[p] = std::max(t[p] + c, t[up] + c + gain[up]);
+      }
+      t.swap(next);
+    }
+    return *std::max_element(t.begin(), t.end()) - (k - 1) * c;
+  };
+  // By hand: alike edges, g = 2: 2 per move; g = -1: never behind. One gaining arc and a losing
+  // lap ({2, -1, 2, -6}: edges 0-2 gain 3, a lap -3): 3 however long the ring runs, 2 with two
+  // moves. A gaining lap ({2, -1, 2, -1}: +2 a lap) over 9 moves: start at edge 0, 2 laps and
+  // edge 0 again = 6.
+  EXPECT_DOUBLE_EQ(ring_delay({2, 2, 2, 2}, 10), 20);
+  EXPECT_DOUBLE_EQ(ring_delay({-1, -1, -1}, 10), 0);
+  EXPECT_DOUBLE_EQ(ring_delay({2, -1, 2, -6}, 100), 3);
+  EXPECT_DOUBLE_EQ(ring_delay({2, -1, 2, -6}, 2), 2);
+  EXPECT_DOUBLE_EQ(ring_delay({2, -1, 2, -1}, 9), 6);
+  EXPECT_DOUBLE_EQ(ring_delay({2, -1, 2, -1}, 10), 6);
+  // Mixed rings of every kind: a ring of 8 ranks with 2 network edges (gain = L_net - c/2 at
+  // Simple's half-chunk slices) and NVLink edges, from bandwidth- to latency-bound, and random
+  // gains.
+  for (const double chunk : {0.5, 2.0, 3.0, 4.0, 8.0}) {
+    std::vector<double> gain(8, 0.5 - chunk / 2);
+    gain[3] = gain[7] = 2.3 - chunk / 2;
+    for (const int k : {1, 2, 5, 8, 9, 17, 40})
+      EXPECT_NEAR(ring_delay(gain, k - 1), recurrence(gain, k), 1e-9) << chunk << " " << k;
+  }
+  uint64_t x = 12345;
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<double> gain(2 + trial % 9);
+    for (double& g : gain) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      g = static_cast<double>(x >> 40) / static_cast<double>(1ULL << 24) * 4 - 2.2;
+    }
+    for (const int k : {2, 7, 30})
+      EXPECT_NEAR(ring_delay(gain, k - 1), recurrence(gain, k), 1e-9) << trial << " " << k;
+  }
+}
+
 TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   // Tree/Simple AllReduce on 2 single-GPU servers with 100G NICs (B = payload rate), 2 channels
   // on the one NIC each: channel 0 goes up 1 -> 0 (stage 0) and down 0 -> 1 (stage 1), channel
@@ -395,36 +443,45 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + slice / (b / 2), 2e-9);
 }
 
-TEST(NcclClosedForm, AnLl128TreeCrossesTheNetworkAStepAtATime) {
-  // The trees of ATreeOfFewSlicesCrossesEachStageAlone with LL128: its lines carry 120 of 128
-  // bytes, so D of data is D_w = D x 128/120 on the wire. Through NVLink LL128 forwards line by
-  // line, but NCCL's proxy sends a buffer step (NCCL_LL128_BUFFSIZE / 8 = 600 KiB) over the
-  // network only once all its lines have arrived: both stages here are network stages, and each
-  // takes a channel's data a step (or all of it, if less) at a time.
+TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
+  // LL128's lines carry 120 of 128 bytes, so D of data is D_w = D x 128/120 on the wire. Through
+  // NVLink LL128 forwards line by line, but NCCL's proxy sends a buffer step over the network
+  // (NCCL_LL128_BUFFSIZE / 8 = 600 KiB of wire) only once all its lines have arrived. Two
+  // single-GPU servers with 100G NICs, 2 channels on the one NIC each, as in
+  // ATreeOfFewSlicesCrossesEachStageAlone: every leg is a network leg.
+  // Tree: both stages take a channel's data a step (or all of it, if less) at a time.
   //  * 256 KiB: D = 128 KiB, D_w < a step: one piece, each stage alone on its NIC at B:
   //    T = D_w / (B/2) + 2 L_net + D_w / B = 3 D_w / B + 2 L_net (line by line it would be about
   //    2 D_w / B + 2 L_net).
   //  * 64 MiB: D = 32 MiB, 56 steps, the stages side by side at B/2:
   //    T = D_w / (B/2) + 2 L_net + step / (B/2).
+  // Ring, 64 MiB: chunks of one step of data (576000 B) for each of the n = 2 ranks, so
+  // ceil(D / (2 x 576000)) = 30 loops of 2 (n - 1) = 2 steps, K = 60. Each step waits for its
+  // upstream's chunk, which crossed the network whole: a chunk to fill it at the channel's
+  // rate r = B/2, then L_net to cross, and the receiver forwards from the first line on; so
+  // every step in the chain of K adds L_net to its own c / r: T = D_w / (B/2) + K L_net (line by
+  // line the wire would hide under c / r, leaving L_net once).
   std::string topo = rail_topology(2, 1);
   topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
   const double b = test::roce_payload(100e9);
-  const auto time = [&](const char* bytes) {
-    const Figures w = run_one(
-        topo, "nccl: {hop_latency_factor: 0, launch_latency: 0s}\n",
-        fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: Tree, NCCL_PROTO: "
-                    "LL128}}",
-                    bytes));
-    EXPECT_EQ(w.notes.at("algorithm"), "Tree");
+  const auto time = [&](const char* algorithm, const char* bytes) {
+    const Figures w =
+        run_one(topo, "nccl: {hop_latency_factor: 0, launch_latency: 0s}\n",
+                fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: {}, "
+                            "NCCL_PROTO: LL128}}",
+                            bytes, algorithm));
+    EXPECT_EQ(w.notes.at("algorithm"), algorithm);
     EXPECT_EQ(w.notes.at("protocol"), "LL128");
     EXPECT_EQ(w["channels"], 2);
     return w.seconds;
   };
   const double small = 128 * 1024.0 * 128 / 120;
-  EXPECT_NEAR(time("256KiB"), 3 * small / b + 2 * kLnet, 2e-9);
+  EXPECT_NEAR(time("Tree", "256KiB"), 3 * small / b + 2 * kLnet, 2e-9);
   const double large = 32 * kMiB * 128 / 120, step = 4915200.0 / 8;
-  EXPECT_NEAR(time("64MiB"), large / (b / 2) + 2 * kLnet + step / (b / 2), 2e-9);
+  EXPECT_NEAR(time("Tree", "64MiB"), large / (b / 2) + 2 * kLnet + step / (b / 2), 2e-9);
+  EXPECT_NEAR(time("Ring", "64MiB"), large / (b / 2) + 60 * kLnet, 2e-9);
 }
+
 TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // CollNet (SHARP-style) AllReduce on 4 single-GPU servers, 2 channels on the one NIC each:
   // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch

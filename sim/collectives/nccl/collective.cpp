@@ -40,6 +40,39 @@ double link_gbytes(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeKind t
 
 }  // namespace
 
+double ring_delay(const std::vector<double>& gain, double advances) {
+  const size_t n = gain.size();
+  if (n == 0 || advances < 1) return 0;
+  // Best arc of at most `len` edges (0 for none): prefix sums over two laps, the least earlier
+  // prefix within `len` kept in a monotone queue.
+  const auto best_arc = [&](size_t len) {
+    len = std::min(len, n);
+    if (len == 0) return 0.0;
+    std::vector<double> prefix(2 * n + 1, 0);
+    for (size_t k = 0; k < 2 * n; ++k)
+      prefix[k + 1] = prefix[k] + gain[k % n];
+    std::vector<size_t> window;  // indices of increasing prefix values
+    size_t head = 0;
+    double best = 0;
+    for (size_t j = 1; j <= 2 * n; ++j) {
+      while (window.size() > head && prefix[window.back()] >= prefix[j - 1])
+        window.pop_back();
+      window.push_back(j - 1);
+      while (window[head] + len < j)
+        ++head;
+      best = std::max(best, prefix[j] - prefix[window[head]]);
+    }
+    return best;
+  };
+  const double lap = std::accumulate(gain.begin(), gain.end(), 0.0);
+  const double laps = std::floor(advances / static_cast<double>(n));
+  if (lap <= 0 || laps < 1) {
+    return best_arc(static_cast<size_t>(std::min(advances, static_cast<double>(n - 1))));
+  }
+  const auto rest = static_cast<size_t>(advances - laps * static_cast<double>(n));
+  return std::max(laps * lap + best_arc(rest), (laps - 1) * lap + best_arc(n - 1));
+}
+
 double busbw_factor(Collective c, int n) {
   if (n <= 1) return 0;
   const double nd = n;
@@ -390,12 +423,19 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       worst = std::max(worst, l);
       // LL and LL128 forward line by line through NVLink, but NCCL's proxy posts a network send
       // only for a whole buffer step, once every line of it has its flag (net transport,
-      // sendProxyProgress): a network stage takes the channel's data a step at a time.
-      if (!chan.ring && !traits.slices && (*edges)[i].network && chan.leg_stage[i] != kEveryStage) {
-        chan.stage_slice.resize(static_cast<size_t>(chan.hops), chan.slice);
-        chan.stage_slice[static_cast<size_t>(chan.leg_stage[i])] =
-            std::min(step_wire, chan.wire_bytes);
+      // sendProxyProgress): a network leg takes the channel's data a chunk (one step) at a time.
+      if (!traits.slices && (*edges)[i].network) {
+        chan.leg_slice.resize(edges->size(), chan.slice);
+        chan.leg_slice[i] = chan.ring ? chan.chunk : std::min(step_wire, chan.wire_bytes);
       }
+    }
+    if (!chan.ring && !chan.leg_slice.empty()) {
+      chan.stage_slice.assign(static_cast<size_t>(chan.hops), chan.slice);
+      for (size_t i = 0; i < chan.leg_slice.size(); ++i)
+        if (chan.leg_stage[i] != kEveryStage) {
+          double& s = chan.stage_slice[static_cast<size_t>(chan.leg_stage[i])];
+          s = std::max(s, chan.leg_slice[i]);
+        }
     }
     if (!chan.ring) {
       if (bcast_like) {
@@ -808,15 +848,17 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
       // the first pass through the ring and overlaps with the data only on later passes, as
       // NCCL's own model counts it (tuning.cc: nsteps x hwLat + bytes / bw).
       const double edges = static_cast<double>(chan.latency_us.size());
-      double mean = 0, per_cycle = 0, step = 0;
+      double mean = 0, step = 0;
+      std::vector<double> gain;
       for (size_t e = 0; e < chan.latency_us.size(); ++e) {
         const double wire = chan.latency_us[e] - chan.step_us[e];
+        const double slice = chan.leg_slice.empty() ? chan.slice : chan.leg_slice[e];
         mean += wire;
         step += chan.step_us[e];
-        per_cycle += std::max(0.0, chan.slice / r * 1e6 + wire - chan.chunk / r * 1e6);
+        gain.push_back((slice - chan.chunk) / r * 1e6 + wire);
       }
       mean /= edges;
-      fill_us = (chan.steps - 1) / edges * per_cycle + mean + chan.positions * step / edges;
+      fill_us = ring_delay(gain, chan.steps - 1) + mean + chan.positions * step / edges;
     } else if (!chan.stages.empty()) {
       // A slice crosses every stage, each at its own pace (the channel's rate r where that is
       // slower); the slowest stage is the pipeline's own pace, which the data already took:

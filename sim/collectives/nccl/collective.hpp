@@ -28,16 +28,19 @@
 // protocol, scaled by `hop_latency_factor`, less the wire of NCCL's reference hop (one scale-up
 // domain, one switch), which hwLat already contains.
 //  * rings (AllReduce 2(n-1) step positions per pass, AllGather and ReduceScatter n-1), with K
-//    steps of c bytes, slices of s bytes and per-edge wire latency W_e: a rank starts step k+1
-//    when it has sent step k and the first slice of step k has arrived from upstream, so the
-//    wire costs max(c/r, s/r + W_e) a step; the per-step costs h_e are paid one after another on
-//    the first pass only, as NCCL's model counts them. The fill is
-//    F = (K-1)/E * sum_e max(0, s/r + W_e - c/r) + mean_e W_e + positions * mean_e h_e
-//    over the ring's E edges;
+//    steps of c bytes and per-edge wire latency W_e: a rank starts step k+1 when it has done
+//    step k (c/r) and the upstream rank's step k has reached it over edge e (s_e/r + W_e: its
+//    first slice, or with LL and LL128 through the network its whole chunk, which NCCL's proxy
+//    sends only complete); the last step trails K c/r by the heaviest path of that recurrence
+//    (ring_delay). The per-step costs h_e are paid one after another on the first pass only, as
+//    NCCL's model counts them: F = ring_delay + mean_e W_e + positions * mean_e h_e over the
+//    ring's E edges;
 //  * chains and trees (Broadcast, Reduce, Tree and CollNet AllReduce), a pipeline of depth H hops
-//    along the critical path (up from the deepest node and down again for trees):
-//    F = sum_h L_h + (H-1) s/r. Trees and CollNet forward whole chunks (one step, halved for
-//    operations too small to fill the pipeline, as NCCL does), chains one step at a time;
+//    along the critical path (up from the deepest node and down again for trees): F = sum_h L_h
+//    plus a slice through every stage but the slowest, each at its own pace ((H-1) s/r when all
+//    are as slow as the channel). Trees and CollNet forward whole chunks (one step, halved for
+//    operations too small to fill the pipeline, as NCCL does), chains one step at a time, LL
+//    and LL128 line by line through NVLink and a step at a time through the network;
 //  * NVLS (one node) and NVLSTree: every GPU's scale-up link carries (1 + 1/ppn) of the data each
 //    way at NCCL's NVLS efficiency (the heads' multimem reduce and multicast), NVLSTree's heads a
 //    tree of the nodes over their NICs; F = one NVLS step + 2 x depth network hops + (H-1) s/r,
@@ -80,6 +83,16 @@ struct OpResult {
 
 /// nccl-tests' bus-bandwidth factor of a collective on n ranks (busbw = algbw * factor).
 double busbw_factor(Collective c, int n);
+
+/// How far a ring's last step trails its own pace K c/r, in the unit of `gain`. Rank p starts
+/// step j once it has done step j-1 (c/r after starting it) and the upstream rank's step j-1 has
+/// reached it over edge e (a_e after that started): T(p, j) = max(T(p, j-1) + c/r,
+/// T(p-1, j-1) + a_e). The last step trails by the heaviest path of `advances` = K-1 moves, each
+/// a stay (0) or a move along the ring over edge e (gain[e] = a_e - c/r, edge e from rank e to
+/// e+1): a walk over consecutive edges, which laps the ring while a lap gains (latency-bound)
+/// and otherwise keeps to the best arc shorter than a lap. With every gain alike: max(0, g) x
+/// advances.
+double ring_delay(const std::vector<double>& gain, double advances);
 
 /// Runs NCCL operations for a workload on one communicator, one operation at a time. A workload
 /// may hold several runners with distinct `id`s (communicators, or streams of one, with
@@ -136,8 +149,10 @@ class OpRunner {
     // Chain/tree: each stage's own pace, in the order a slice crosses them (bytes of the
     // channel per second; see set_stage_rates).
     std::vector<double> stages;
-    // Chain/tree: the wire bytes a slice carries through each stage, where they differ from
-    // `slice` (LL and LL128 cross the network a buffer step at a time); empty: `slice`.
+    // The wire bytes a leg forwards at a time, where they differ from `slice` (LL and LL128
+    // cross the network a buffer step at a time); empty: `slice` on every leg.
+    std::vector<double> leg_slice;
+    // Chain/tree: the same per stage (its legs' largest); empty: `slice` on every stage.
     std::vector<double> stage_slice;
     int depth = 0;               // NVLSTree: network hops from the deepest node to the root
     double positions = 0;        // ring: steps of one pass (2(n-1) or n-1)
