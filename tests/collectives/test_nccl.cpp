@@ -482,6 +482,48 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   EXPECT_NEAR(time("Ring", "64MiB"), large / (b / 2) + 60 * kLnet, 2e-9);
 }
 
+TEST(NcclClosedForm, PatSendsEachRankTheBlocksOfItsDimensions) {
+  // PAT AllGather of S on n = 4 single-GPU servers (one leaf), 2 channels on the one NIC each:
+  // k = 2 dimensions; rank r sends dimension 0's blocks (offsets 1 and 3: 2 blocks of S/4) to
+  // r - 1 and dimension 1's (offset 2: 1 block) to r - 2, 3 S/4 in all, as a ring would. Every
+  // NIC sends and receives 3 S/4 and is busy throughout: 3 S / (4 B). Then the chunk's way
+  // through the other dimension, its wire L_net (the last delivery paid one), and with NCCL's
+  // latencies on, per dimension its interLat / 3.5 = 14 / 3.5 = 4 us less the reference wire
+  // L_net, and 2.8 us per rank: 2 (4 - 1.8) + 4 x 2.8 = 15.6 us. ReduceScatter, the transpose,
+  // moves the same bytes the other way.
+  const double s = 64 * kMiB;
+  const auto time = [&](const char* collective, const char* nccl) {
+    const Figures w =
+        run_one(rail_topology(4, 1), nccl,
+                fmt::format("collective: {}, bytes: 64MiB, nccl: {{NCCL_ALGO: PAT}}", collective));
+    EXPECT_EQ(w.notes.at("algorithm"), "PAT");
+    EXPECT_EQ(w.notes.at("protocol"), "Simple");
+    EXPECT_EQ(w["channels"], 2);
+    return w.seconds;
+  };
+  const char* off = "nccl: {hop_latency_factor: 0, launch_latency: 0s}\n";
+  const char* on = "nccl: {launch_latency: 0s}\n";
+  EXPECT_NEAR(time("allgather", off), 0.75 * s / kB + 2 * kLnet, 2e-9);
+  EXPECT_NEAR(time("reducescatter", off), 0.75 * s / kB + 2 * kLnet, 2e-9);
+  EXPECT_NEAR(time("allgather", on), 0.75 * s / kB + 2 * kLnet + 15.6e-6, 2e-9);
+}
+
+TEST(NcclBehaviour, PatBeatsTheRingOnSmallAllGathersAcrossManyServers) {
+  // 64 single-GPU servers: a ring's AllGather pays 63 network steps, PAT's 6 dimensions and a
+  // linear kernel cost. The tuner takes PAT at 1 MiB (NcclTuning.PatForOneRankPerServer: 240
+  // us against Ring/LL's 373) and the simulation agrees (232 against 372 us, Ring/LL forced as
+  // Ring); with 8 GPUs a server NCCL never offers it.
+  const auto run_ag = [&](int nodes, int gpus, const char* algo) {
+    return run_one(
+        rail_topology(nodes, gpus), "",
+        fmt::format("collective: allgather, bytes: 1MiB, nccl: {{NCCL_ALGO: {}}}", algo));
+  };
+  const Figures chosen = run_ag(64, 1, "auto");
+  EXPECT_EQ(chosen.notes.at("algorithm"), "PAT");
+  EXPECT_LT(chosen.seconds, 0.7 * run_ag(64, 1, "Ring").seconds);
+  EXPECT_EQ(run_ag(8, 8, "auto").notes.at("algorithm"), "Ring");
+}
+
 TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // CollNet (SHARP-style) AllReduce on 4 single-GPU servers, 2 channels on the one NIC each:
   // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch
@@ -1011,6 +1053,50 @@ workloads:
   EXPECT_NEAR(w.at("ar")["busbw_GBps"], 336, 0.01 * 336);
 }
 
+TEST(NcclTuning, PatForOneRankPerServer) {
+  // 64 single-GPU servers, one NIC each (NCCL's graph: 1 channel at 48 GB/s), AllGather,
+  // "newest" tables. With one rank per node every network hop costs the Tree's hwLat.
+  //  * PAT/Simple: 8 + log2(64) x 14 / 3.5 + 2.8 x 64 = 211.2 us; bus 0.75 x 48 = 36 GB/s,
+  //    unconverted for AllGather.
+  //  * Ring: 63 network steps: LL 6.6 + 63 x 5.0 = 321.6 us, Simple 8.4 + 63 x 14 = 890.4 us at
+  //    48 x 64/63 GB/s.
+  // 1 MiB: PAT 240.3 us against Ring/LL 321.6 + 1 MiB / (20.4 x 64/63); 1 GiB: Ring/Simple
+  // (22.9 ms against PAT's 30.0 ms).
+  TuningInput in;
+  in.collective = Collective::AllGather;
+  in.nranks = in.nnodes = 64;
+  in.ppn = 1;
+  in.channels = 2;
+  in.graph_channels = 1;
+  in.bw_intra = in.bw_inter = 48;
+  in.pat = true;
+  const TuningTables& t = tuning_tables("newest");
+  const double mib = 1 << 20, gib = 1 << 30;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Pat, Protocol::Simple, mib),
+              211.2 + mib / (1000 * 36.0), 1e-6);
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::LL, 0), 321.6, 1e-6);
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, gib),
+              890.4 + gib / (1000 * 48.0 * 64 / 63), 1e-6);
+  EXPECT_EQ(choose(t, in, mib, kAnyAlgorithm, kAnyProtocol).algorithm, Algorithm::Pat);
+  EXPECT_EQ(choose(t, in, gib, kAnyAlgorithm, kAnyProtocol).algorithm, Algorithm::Ring);
+  in.collective = Collective::ReduceScatter;
+  EXPECT_EQ(choose(t, in, mib, kAnyAlgorithm, kAnyProtocol).algorithm, Algorithm::Pat);
+  // Not offered: with LL, for AllReduce, with two ranks a node, NCCL_PAT_ENABLE=0, or in NCCL
+  // 2.20.3, which predates it.
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Pat, Protocol::LL, mib)));
+  in.collective = Collective::AllReduce;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Pat, Protocol::Simple, mib)));
+  in.collective = Collective::AllGather;
+  in.ppn = 2;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Pat, Protocol::Simple, mib)));
+  in.ppn = 1;
+  in.pat = false;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Pat, Protocol::Simple, mib)));
+  in.pat = true;
+  EXPECT_TRUE(std::isinf(
+      model_time_us(tuning_tables("2.20.3"), in, Algorithm::Pat, Protocol::Simple, mib)));
+}
+
 TEST(NcclTuning, RcclModelFiveByHand) {
   // RCCL's model 5 (MI300X), Ring/Simple AllReduce on 2 nodes x 8 GPUs, its graph of 8 channels
   // at 48 GB/s: latency = baseLat 17 + 28 xGMI steps x max(hwLat 2.1, 3 x net overhead 1) + 2
@@ -1066,13 +1152,15 @@ TEST(NcclParameters, AlgoAndProtoListsAsNcclReadsThem) {
   const auto m = parse_nccl_list("^NVLS,nvlstree", true, bad);
   ASSERT_TRUE(m.has_value());
   const auto ar = static_cast<size_t>(Collective::AllReduce);
-  EXPECT_EQ((*m)[ar], only(Algorithm::Tree) | only(Algorithm::Ring) | only(Algorithm::CollNet));
+  EXPECT_EQ((*m)[ar], only(Algorithm::Tree) | only(Algorithm::Ring) | only(Algorithm::CollNet) |
+                          only(Algorithm::Pat));
   const auto per = parse_nccl_list("allreduce:tree,ring;allgather:Ring", true, bad);
   ASSERT_TRUE(per.has_value());
   EXPECT_EQ((*per)[ar], only(Algorithm::Tree) | only(Algorithm::Ring));
   EXPECT_EQ((*per)[static_cast<size_t>(Collective::AllGather)], only(Algorithm::Ring));
   EXPECT_EQ((*per)[static_cast<size_t>(Collective::Broadcast)], kAnyAlgorithm);
   EXPECT_EQ((*parse_nccl_list("COLLNETCHAIN", true, bad))[ar], only(Algorithm::CollNet));
+  EXPECT_EQ((*parse_nccl_list("pat", true, bad))[ar], only(Algorithm::Pat));
   EXPECT_EQ((*parse_nccl_list("LL128,simple", false, bad))[ar],
             only(Protocol::LL128) | only(Protocol::Simple));
   EXPECT_FALSE(parse_nccl_list("Ring,Rings", true, bad).has_value());

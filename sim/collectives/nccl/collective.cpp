@@ -186,6 +186,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.nvls_heads = std::min(in.ppn, 8);
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
   in.collnet = config_.collnet;
+  in.pat = config_.pat_enable != 0;
   in.net_overhead_us = config_.net_overhead.in_us();
   in.latency_inter_us = server.net_latency.in_us();
   in.rccl = rccl_model(config_.tuning_tables);
@@ -278,6 +279,8 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     running_ = true;
   } else if (is_p2p(c)) {
     plan_p2p(sim, c, bytes, root, imbalance, seed);
+  } else if (result_.algorithm == Algorithm::Pat) {
+    plan_pat(sim, c, bytes);
   } else {
     plan_pipelined(sim, c, bytes, root);
   }
@@ -769,6 +772,63 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   if (!any_network) p2p_tail_us_ = p2p_nvl_tail_us_;
 }
 
+void OpRunner::plan_pat(engine::Simulation& sim, Collective c, int64_t bytes) {
+  // PAT (NCCL 2.23 on; Jeaugey, "PAT: a new algorithm for all-gather and reduce-scatter
+  // operations at scale", arXiv:2506.20252) is Bruck's algorithm with its dimensions reversed:
+  // a rank's block reaches the rank at offset m = sum of 2^j over the set bits j of m, one
+  // dimension after another, the far ones first for AllGather, so that the long hops carry the
+  // few aggregated blocks and the near ones the many. Over its k = ceil(log2 n) dimensions
+  // rank r sends dimension j's blocks to r - 2^j (AllGather; ReduceScatter, its transpose, to
+  // r + 2^j, the near dimensions first): those of the offsets m < n whose lowest set bit is j,
+  // floor((n - 1 - 2^j) / 2^(j+1)) + 1 blocks of S / n. In all n - 1 blocks, as a ring sends.
+  // NCCL pipelines its chunks through the dimensions, so in the fluid limit a rank's
+  // dimensions send side by side, each channel its share over its own connection, and a
+  // chunk's way through them is added at the end: the wire of every dimension but the one the
+  // last delivery already paid, NCCL's cost of a dimension (its model's interLat / 3.5, less
+  // the reference wire, as for every hop) and its linear part (2.8 us a rank).
+  const int n = comm_.nranks();
+  const int nch = result_.channels;
+  const std::vector<fabric::NodeId>& r = comm_.ranks();
+  const double block = static_cast<double>(bytes) / n;
+  // NCCL's PAT chunk (enqueue.cc): a step, halved while the operation is small.
+  int64_t chunk = config_.buffsize.count() / kNcclSteps;
+  const int64_t parts = c == Collective::AllGather ? 32 : 16;
+  while (chunk * nch * parts > bytes && chunk > 65536)
+    chunk /= 2;
+  const double window = config_.buffsize.as_double();
+  int dims = 0;
+  while ((1 << dims) < n)
+    ++dims;
+  double wire_sum = 0, wire_max = 0;
+  for (int j = 0; j < dims; ++j) {
+    const int distance = 1 << j;
+    const int64_t blocks = (n - 1 - distance) / (2 * distance) + 1;
+    double wire = 0;
+    for (int i = 0; i < n; ++i) {
+      const int peer = c == Collective::AllGather ? (i - distance + n) % n : (i + distance) % n;
+      const fabric::NodeId src = r[static_cast<size_t>(i)], dst = r[static_cast<size_t>(peer)];
+      for (int ch = 0; ch < nch; ++ch) {
+        const double share = static_cast<double>(blocks) * block / nch;
+        if (share < 1) continue;
+        const int port = ch % comm_.nics_per_gpu();
+        const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
+        const engine::ConnectionId id = connection(sim, e, chunk, ch);
+        wire = std::max(wire, sim.connection_latency(id).in_us());
+        p2p_.push_back({id, static_cast<int64_t>(std::llround(share)), e.network, window});
+      }
+    }
+    wire_sum += wire;
+    wire_max = std::max(wire_max, wire);
+  }
+  const TuningInput in = tuning_input(c, nch);
+  const double dimension = std::max(
+      0.0, config_.hop_latency_factor *
+                   hop_latency_us(tables_, in, Algorithm::Pat, Protocol::Simple, true) / 3.5 -
+               ref_net_us_);
+  p2p_tail_us_ = wire_sum - wire_max + dims * dimension + config_.hop_latency_factor * 2.8 * n;
+  p2p_nvl_tail_us_ = p2p_tail_us_;
+}
+
 void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   const double credit_us = config_.credit_latency.in_us();
   if (!channels_.empty()) {
@@ -820,8 +880,10 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       const P2pTransfer& t = p2p_[i];
       const double chunk = static_cast<double>(
           (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
-      const double window = kP2pSteps * chunk;
-      const double hop = t.network ? p2p_tail_us_ : p2p_nvl_tail_us_;
+      const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
+      const double hop = t.window > 0 ? step_cost_us(t.network)
+                         : t.network  ? p2p_tail_us_
+                                      : p2p_nvl_tail_us_;
       const double rtt =
           (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
       const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
@@ -1012,8 +1074,9 @@ class NcclWorkload final : public engine::Workload {
     out.note("protocol", std::string(protocol_name(ops_.front().protocol)));
     // The summary's flows and bytes columns are the engine's: say what they are here (the
     // text fits results.h5's 48-character notes).
-    out.note("counted_as", is_p2p(collective_) ? "flows: per QP of each transfer; bytes: sent"
-                                               : "flows: channel pipelines; bytes: per edge");
+    const bool transfers = is_p2p(collective_) || ops_.front().algorithm == Algorithm::Pat;
+    out.note("counted_as", transfers ? "flows: per QP of each transfer; bytes: sent"
+                                     : "flows: channel pipelines; bytes: per edge");
   }
 
  private:

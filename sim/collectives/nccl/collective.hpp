@@ -52,7 +52,10 @@
 // (through the PXN relay on the receiver's rail), each capped by its window of 8 chunks of
 // NCCL_P2P_NET_CHUNKSIZE over the round trip, plus NCCL's network hop latency.
 //
-// Scope: no PAT; LL128 is offered wherever NCCL's model allows it; GPU compute for reductions is
+// PAT (AllGather and ReduceScatter with one rank per server) is one transfer per rank, dimension
+// and channel, its chunk's way through the dimensions added at the end (plan_pat).
+//
+// Scope: LL128 is offered wherever NCCL's model allows it; GPU compute for reductions is
 // not modelled (links, NICs and the kernels' protocol throughput bound the collectives here).
 #pragma once
 
@@ -185,6 +188,8 @@ class OpRunner {
   double nvls_chunk(double bytes, Algorithm a) const;
   /// Data per chunk (= slice) of a Tree or CollNet operation with Simple.
   double tree_chunk(double bytes, double step, bool tree) const;
+  /// PAT's AllGather or ReduceScatter: each rank's blocks to its peers at distances 2^j.
+  void plan_pat(engine::Simulation& sim, Collective c, int64_t bytes);
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
@@ -274,6 +279,7 @@ class OpRunner {
     engine::ConnectionId connection;
     int64_t bytes = 0;
     bool network = false;  // across servers (NET transport) or inside one (P2P over NVLink)
+    double window = 0;     // bytes unacknowledged; 0: NCCL_STEPS point-to-point chunks
   };
   std::vector<P2pTransfer> p2p_;  // pair transfers
   double p2p_tail_us_ = 0;        // NCCL's hop latency of the NET transport

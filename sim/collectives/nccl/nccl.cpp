@@ -40,6 +40,13 @@ constexpr Param kNcclParams[] = {
      .help = "0 disables NVLS and NVLSTree; otherwise they are offered where the servers' "
              "NVSwitch supports multicast (Hopper or later, more than 2 GPUs)",
      .check = Check::NonNegative},
+    {.key = "NCCL_PAT_ENABLE",
+     .type = ParamType::Integer,
+     .fallback = "2",
+     .help = "0 disables PAT; otherwise AllGather and ReduceScatter may run it (Simple) where "
+             "every server holds one rank of the communicator (NCCL 2.23 on; not in the "
+             "2.20.3 tables nor RCCL's)",
+     .check = Check::NonNegative},
     {.key = "NCCL_MIN_NCHANNELS",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -195,6 +202,8 @@ std::string_view algorithm_name(Algorithm a) {
       return "NVLS";
     case Algorithm::NvlsTree:
       return "NVLSTree";
+    case Algorithm::Pat:
+      return "PAT";
   }
   return "?";
 }
@@ -235,8 +244,7 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-/// Bits of one name: an algorithm or protocol; 0 for PAT (known, not modelled); nullopt if
-/// unknown.
+/// Bits of one name: an algorithm or protocol; nullopt if unknown.
 std::optional<uint8_t> list_bits(std::string_view name, bool algorithms) {
   const std::string n = lower(trim(name));
   if (algorithms) {
@@ -246,7 +254,7 @@ std::optional<uint8_t> list_bits(std::string_view name, bool algorithms) {
       return uint8_t{1} << static_cast<int>(Algorithm::CollNet);
     if (n == "nvls") return uint8_t{1} << static_cast<int>(Algorithm::Nvls);
     if (n == "nvlstree") return uint8_t{1} << static_cast<int>(Algorithm::NvlsTree);
-    if (n == "pat") return uint8_t{0};
+    if (n == "pat") return uint8_t{1} << static_cast<int>(Algorithm::Pat);
     return std::nullopt;
   }
   if (n == "ll") return uint8_t{1} << static_cast<int>(Protocol::LL);
@@ -358,6 +366,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     (algorithms ? c.algos : c.protos) = *m;
   }
   if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = r.integer_as<int>("NCCL_NVLS_ENABLE");
+  if (take("NCCL_PAT_ENABLE")) c.pat_enable = r.integer_as<int>("NCCL_PAT_ENABLE");
   if (r.has("NCCL_TREE_THRESHOLD")) c.tree_threshold = r.bytes("NCCL_TREE_THRESHOLD");
   if (take("NCCL_MIN_NCHANNELS")) c.min_channels = r.integer_as<int>("NCCL_MIN_NCHANNELS");
   if (take("NCCL_MAX_NCHANNELS")) c.max_channels = r.integer_as<int>("NCCL_MAX_NCHANNELS");

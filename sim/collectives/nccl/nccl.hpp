@@ -32,9 +32,10 @@ enum class Collective : uint8_t {
   SendRecv,
 };
 // The order of NCCL's tables. NVLS reduces inside the NVSwitch (multimem, one node); NVLSTree
-// does that inside each node and runs a tree between nodes.
-enum class Algorithm : uint8_t { Tree, Ring, CollNet, Nvls, NvlsTree };
-inline constexpr int kAlgorithms = 5;
+// does that inside each node and runs a tree between nodes; PAT (NCCL 2.23 on) runs AllGather
+// and ReduceScatter over a logarithmic number of peers when every server holds one rank.
+enum class Algorithm : uint8_t { Tree, Ring, CollNet, Nvls, NvlsTree, Pat };
+inline constexpr int kAlgorithms = 6;
 inline constexpr int kCollectives = 10;
 enum class Protocol : uint8_t { LL, LL128, Simple };  // idem
 
@@ -49,8 +50,8 @@ using NcclMask = std::array<uint8_t, kCollectives>;
 /// Parses NCCL_ALGO or NCCL_PROTO as NCCL does (src/enqueue.cc, parseList): a comma-separated
 /// list of names, any case; a leading '^' excludes the names instead; "func:list" entries
 /// separated by ';' apply per collective ("allreduce:tree,ring;allgather:ring"). Algorithm
-/// names: Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT (PAT is not
-/// modelled and never chosen). Returns the unknown name on failure via `bad`.
+/// names: Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT. Returns the
+/// unknown name on failure via `bad`.
 std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, std::string& bad);
 
 /// True for collectives NCCL implements as point-to-point sends (no ring or tree).
@@ -93,6 +94,7 @@ struct NcclConfig {
   NcclMask algos = all_algorithms();    // NCCL_ALGO: what the tuner may choose, per collective
   NcclMask protos = all_protocols();    // NCCL_PROTO
   int nvls_enable = 2;                  // NCCL_NVLS_ENABLE (2: where the NVSwitch supports it)
+  int pat_enable = 2;                   // NCCL_PAT_ENABLE (2: with one rank per server)
   std::optional<Bytes> tree_threshold;  // NCCL_TREE_THRESHOLD (releases before 2.5)
   int min_channels = 0;                 // NCCL_MIN_NCHANNELS (0: automatic)
   int max_channels = 0;                 // NCCL_MAX_NCHANNELS (0: automatic)

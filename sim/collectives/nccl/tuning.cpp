@@ -13,36 +13,49 @@ namespace {
 constexpr int kNvlink = 0, kNet = 2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// [algorithm Tree, Ring, CollNet][protocol LL, LL128, Simple]; CollNet runs Simple only.
-// [algorithm Tree, Ring, CollNet, NVLS, NVLSTree][protocol LL, LL128, Simple]; CollNet, NVLS
-// and NVLSTree run Simple only (NCCL 2.27, tuning.cc).
+// [algorithm Tree, Ring, CollNet, NVLS, NVLSTree, PAT][protocol LL, LL128, Simple]; CollNet,
+// NVLS, NVLSTree and PAT run Simple only (NCCL 2.27, tuning.cc; PAT's row as NCCL 2.30.7 writes
+// it: baseLat 8, hwLat 4.0 / 4.0 / 14 us, what 2.23 to 2.29 put in its latency formula).
 constexpr TuningTables kNewest{
     "newest",
-    {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-    {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}},
-     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}},
-     {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}}},
+    {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 8.0}},
+    {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+     {{5.0, 8.5, 14.0},
+      {2.7, 4.0, 14.0},
+      {31.0, 31.0, 31.0},
+      {0, 0, 18},
+      {0, 0, 14},
+      {0, 0, 14.0}}},
+    true,
+    true,
     true};
 
+// NCCL 2.20.3 predates PAT.
 constexpr TuningTables kV2203{
     "2.20.3",
-    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-    {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}},
-     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}},
-     {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}}},
+    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+    {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}, {0, 0, 0}},
+     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+     {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}, {0, 0, 0}}},
+    false,
+    false,
     false};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
-// MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies.
+// MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
+// has no PAT figures (no bandwidth ratio): PAT is not offered.
 constexpr RcclModel kRcclMi300{
     {"rccl-mi300",
-     {{12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {0, 0, 0}, {0, 0, 0}},
-     {{{0.9, 0.9, 2.3}, {0.8, 0.8, 2.1}, {0.0, 0.0, 0.9}, {0, 0, 0}, {0, 0, 0}},
-      {{2.2, 2.2, 5.7}, {2.2, 2.2, 5.7}, {0.0, 0.0, 5.7}, {0, 0, 0}, {0, 0, 0}},
-      {{10.5, 10.5, 25.0}, {9.5, 9.5, 320.0}, {0.0, 0.0, 10.5}, {0, 0, 0}, {0, 0, 0}}},
-     true},
-    {{{0.06, 0.06, 0.11}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}},
-     {{0.06, 0.06, 0.59}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}}},
+     {{12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+     {{{0.9, 0.9, 2.3}, {0.8, 0.8, 2.1}, {0.0, 0.0, 0.9}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+      {{2.2, 2.2, 5.7}, {2.2, 2.2, 5.7}, {0.0, 0.0, 5.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+      {{10.5, 10.5, 25.0}, {9.5, 9.5, 320.0}, {0.0, 0.0, 10.5}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},
+     true,
+     false,
+     false},
+    {{{0.06, 0.06, 0.11}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+     {{0.06, 0.06, 0.59}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},
     {{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 1.0, 0.9,
       1.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
      {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 1.0, 0.9,
@@ -85,7 +98,7 @@ int pi(Protocol p) {
   return static_cast<int>(p);
 }
 
-bool supported(const TuningInput& in, Algorithm a, Protocol p) {
+bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p) {
   if (in.rccl != nullptr && p == Protocol::LL128 && !rccl_ll128(in.arch)) return false;
   switch (a) {
     case Algorithm::Ring:
@@ -102,6 +115,11 @@ bool supported(const TuningInput& in, Algorithm a, Protocol p) {
     case Algorithm::NvlsTree:
       return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
              in.nnodes > 1;
+    case Algorithm::Pat:
+      // ncclPatEnable: one rank per node, Simple, AllGather and ReduceScatter.
+      return (in.collective == Collective::AllGather ||
+              in.collective == Collective::ReduceScatter) &&
+             t.pat && in.pat && p == Protocol::Simple && in.nranks > 1 && in.ppn == 1;
   }
   return false;
 }
@@ -163,7 +181,9 @@ double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a,
   // The net plugin's reported latency (NCCL's graph latencyInter) joins every network step,
   // twice for Simple ("flush extra latency", tuning.cc).
   if (network_hop) {
-    return t.hw_lat[kNet][ai(a)][pi(p)] + in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0);
+    const Algorithm net = t.ppn_one_tree_net && in.ppn == 1 ? Algorithm::Tree : a;
+    return t.hw_lat[kNet][ai(net)][pi(p)] +
+           in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0);
   }
   double intra = t.hw_lat[kNvlink][ai(a)][pi(p)];
   // "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc): rings only.
@@ -183,7 +203,7 @@ double step_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a
 
 double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                      double bytes) {
-  if (!supported(in, a, p)) return kInf;
+  if (!supported(t, in, a, p)) return kInf;
   if (in.nranks <= 1) return 0;
   // Per graph channel: the intra-node bandwidth on up to 2 nodes, the inter-node one beyond.
   const ProtocolCaps& caps = protocol_caps(in.arch);
@@ -218,6 +238,7 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     }
     bus *= 0.85;  // NCCL's correction for the tree pattern
   }
+  if (a == Algorithm::Pat) bus *= 0.75;  // NCCL's figure for the PAT kernel
   int steps = 0, inter = 0;
   ring_steps(in, steps, inter);
   double algbw = bus;
@@ -228,8 +249,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     }
   } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
     algbw = bus * 5.0 / 6.0;
-  } else {
-    algbw = bus * 0.5;  // Tree and CollNet
+  } else if (a != Algorithm::Pat) {
+    algbw = bus * 0.5;  // Tree and CollNet; PAT's AllGather and ReduceScatter stay unconverted
   }
   // Latency.
   const double intra_lat = hop_latency_us(t, in, a, p, false);
@@ -257,6 +278,10 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       break;
     case Algorithm::NvlsTree:
       lat += intra_lat + 2 * log_nodes * inter_lat;
+      break;
+    case Algorithm::Pat:
+      // A logarithmic part and "still a linear part" (tuning.cc).
+      lat += log_nodes * inter_lat / 3.5 + 2.8 * in.nranks;
       break;
   }
   if (bytes >= 64) {

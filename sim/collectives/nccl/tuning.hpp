@@ -27,6 +27,10 @@ struct TuningTables {
   double base_lat[kAlgorithms][3];   // [algorithm][protocol], us
   double hw_lat[3][kAlgorithms][3];  // [hop: NVLink, PCI, NET][algorithm][protocol], us
   bool ring_ll_half;                 // newest: Ring/LL busBw x 0.5; 2.20.3: x 1/4 or 1/3
+  bool pat;                          // the release has PAT (NCCL 2.23 on)
+  // With one rank per node every algorithm's network hop costs the Tree's ("with ppn=1
+  // latencies are fully exposed", tuning.cc of the releases with PAT).
+  bool ppn_one_tree_net;
 };
 
 /// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
@@ -101,6 +105,7 @@ struct TuningInput {
   double bw_intra = 0;   // GB/s per graph channel inside a node (NVLink, or the NIC path)
   double bw_inter = 0;   // GB/s per graph channel across nodes (the GPU's NIC path)
   bool collnet = false;  // in-network reduction available
+  bool pat = false;      // NCCL_PAT_ENABLE allows PAT (the release and the layout decide too)
   const RcclModel* rccl = nullptr;  // RCCL's model instead of NCCL's
   double net_overhead_us = 1;
   double latency_inter_us = 0;  // the NIC's latency as its net plugin reports it to NCCL
