@@ -1053,6 +1053,52 @@ workloads:
   EXPECT_NEAR(w.at("ar")["busbw_GBps"], 336, 0.01 * 336);
 }
 
+TEST(NcclClosedForm, MscclAllPairsOnAnXgmiMesh) {
+  // One 8 x MI300X server, xGMI full mesh at 64 GB/s x 0.75 = B = 48 GB/s and L = 250 ns a
+  // link, RCCL: an AllReduce of S up to 16 MiB runs MSCCL's all-pairs schedule, every rank
+  // sending to each of its 7 peers over their own link at once.
+  //  * 1 MiB, simple-op (8 channels, Simple): a reduce-scatter pass sends S/8 to each peer, an
+  //    all-gather pass the reduced S/8 again: 2 (S / (8 B) + L) = 5.961 us with NCCL's
+  //    latencies off. On: RCCL's ring baseLat for Simple 17 us, and a step per pass at its
+  //    ring hwLat 2.1 us less the reference wire L: + 17 + 2 x 1.85 = 26.661 us.
+  //  * 16 KiB, ll-1pass-op (2 channels, LL): each rank sends its whole buffer, 2 S wire bytes
+  //    (LL's flags): 2 S / B + L = 0.933 us; on: + 12 + (0.8 - 0.25) = 13.483 us.
+  // Not MSCCL: 32 B (8 floats, not a multiple of its 16 chunks), 32 MiB (beyond 16 MiB),
+  // RCCL_MSCCL_ENABLE: 0, and two servers.
+  const std::string server = R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: {}
+  node: {{gpus: 8, gpu_arch: cdna3, scale_up: mesh, xgmi_link_bandwidth: 64GB/s,
+         xgmi_efficiency: 0.75, xgmi_latency: 250ns}}
+  leaf: {{uplinks: 8}}
+  spine: {{count: 1}}
+nccl: {{library: rccl{}}}
+)";
+  const auto op = [&](int servers, const char* bytes, const char* nccl) {
+    return run_one(fmt::format(fmt::runtime(server), servers, nccl), "",
+                   fmt::format("collective: allreduce, bytes: {}", bytes));
+  };
+  const double b = 48e9, l = 250e-9, mib = kMiB;
+  const char* off = ", hop_latency_factor: 0, launch_latency: 0s";
+  const Figures two_pass = op(1, "1MiB", off);
+  EXPECT_EQ(two_pass.notes.at("algorithm"), "MSCCL");
+  EXPECT_EQ(two_pass.notes.at("protocol"), "Simple");
+  EXPECT_EQ(two_pass["channels"], 8);
+  EXPECT_DOUBLE_EQ(two_pass["nccl_model_us"], 0);  // the tuner was not asked
+  EXPECT_NEAR(two_pass.seconds, 2 * (mib / (8 * b) + l), 1e-9);
+  EXPECT_NEAR(op(1, "1MiB", "").seconds, 2 * (mib / (8 * b) + l) + 17e-6 + 2 * 1.85e-6, 1e-9);
+  const Figures one_pass = op(1, "16KiB", off);
+  EXPECT_EQ(one_pass.notes.at("protocol"), "LL");
+  EXPECT_EQ(one_pass["channels"], 2);
+  EXPECT_NEAR(one_pass.seconds, 2 * 16384 / b + l, 1e-9);
+  EXPECT_NEAR(op(1, "16KiB", "").seconds, 2 * 16384 / b + l + 12e-6 + 0.55e-6, 1e-9);
+  EXPECT_EQ(op(1, "32B", "").notes.at("algorithm"), "Ring");
+  EXPECT_EQ(op(1, "32MiB", "").notes.at("algorithm"), "Ring");
+  EXPECT_NE(op(1, "1MiB", ", RCCL_MSCCL_ENABLE: 0").notes.at("algorithm"), "MSCCL");
+  EXPECT_NE(op(2, "1MiB", "").notes.at("algorithm"), "MSCCL");
+}
+
 TEST(NcclTuning, PatForOneRankPerServer) {
   // 64 single-GPU servers, one NIC each (NCCL's graph: 1 channel at 48 GB/s), AllGather,
   // "newest" tables. With one rank per node every network hop costs the Tree's hwLat.

@@ -229,7 +229,7 @@ void OpRunner::set_step_costs() {
   const TuningInput in = tuning_input(result_.collective, result_.channels);
   for (const bool network : {false, true}) {
     const double hw = config_.hop_latency_factor *
-                      step_latency_us(tables_, in, result_.algorithm, result_.protocol, network);
+                      step_latency_us(tables_, in, table_algorithm(), result_.protocol, network);
     step_cost_us_[network ? 1 : 0] = std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
   }
 }
@@ -250,10 +250,17 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   running_ = true;
   channels_.clear();
   p2p_.clear();
+  p2p_passes_ = 1;
   if (is_p2p(c)) {
     result_.algorithm = Algorithm::Ring;  // NCCL's point-to-point path
     result_.protocol = Protocol::Simple;
     result_.channels = 0;
+  } else if (const MscclAlgorithm* m = msccl_for(c, bytes)) {
+    // RCCL runs a matching MSCCL schedule without asking its tuner: no model estimate.
+    result_.algorithm = Algorithm::Msccl;
+    result_.protocol = m->protocol;
+    result_.channels = m->channels;
+    set_step_costs();
   } else {
     const int probe = channels_for(bytes, Protocol::Simple);
     uint8_t algos = config_.algos[static_cast<size_t>(c)];
@@ -281,12 +288,14 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     plan_p2p(sim, c, bytes, root, imbalance, seed);
   } else if (result_.algorithm == Algorithm::Pat) {
     plan_pat(sim, c, bytes);
+  } else if (result_.algorithm == Algorithm::Msccl) {
+    plan_msccl(sim, bytes, *msccl_for(c, bytes));
   } else {
     plan_pipelined(sim, c, bytes, root);
   }
   const Time launch = config_.launch_latency.value_or(Time::us(
       config_.base_latency_factor *
-      tables_.base_lat[static_cast<int>(result_.algorithm)][static_cast<int>(result_.protocol)]));
+      tables_.base_lat[static_cast<int>(table_algorithm())][static_cast<int>(result_.protocol)]));
   sim.timer(id, sim.now() + launch, tag(kLaunch, 0));
 }
 
@@ -829,6 +838,50 @@ void OpRunner::plan_pat(engine::Simulation& sim, Collective c, int64_t bytes) {
   p2p_nvl_tail_us_ = p2p_tail_us_;
 }
 
+Algorithm OpRunner::table_algorithm() const {
+  // MSCCL has no row in RCCL's tables; its kernels launch, complete and step like RCCL's own
+  // (model 5 gives its rings and trees the same figures), so they read the ring's.
+  return result_.algorithm == Algorithm::Msccl ? Algorithm::Ring : result_.algorithm;
+}
+
+const MscclAlgorithm* OpRunner::msccl_for(Collective c, int64_t bytes) const {
+  // RCCL's MSCCL-enabled node: 8 GPUs of one xGMI mesh, the communicator inside the server.
+  if (!config_.rccl || !config_.msccl || c != Collective::AllReduce || comm_.nnodes() != 1 ||
+      !comm_.mesh()) {
+    return nullptr;
+  }
+  return msccl_allreduce(comm_.nranks(), bytes);
+}
+
+void OpRunner::plan_msccl(engine::Simulation& sim, int64_t bytes, const MscclAlgorithm& m) {
+  // All pairs over the mesh: rank i sends to every j != i directly, on each of the schedule's
+  // channels its share, through the protocol's connection buffer (NCCL_STEPS slots). A one-pass
+  // schedule sends the whole buffer (each rank then reduces the n - 1 copies it received);
+  // otherwise a reduce-scatter pass sends the block j owns (S / n) and, once every block is in
+  // and reduced, an all-gather pass sends the rank's reduced block to every peer: the same
+  // transfers again. A pass ends with its last delivery and the protocol's step cost on the
+  // receiver; the next one starts then.
+  const int n = comm_.nranks();
+  const std::vector<fabric::NodeId>& r = comm_.ranks();
+  const double wire = 1.0 / protocol_traits(m.protocol, config_.rccl).efficiency;
+  const double per_pair = static_cast<double>(m.one_pass ? bytes : bytes / n) * wire;
+  const int64_t share =
+      std::max<int64_t>(1, static_cast<int64_t>(std::llround(per_pair / m.channels)));
+  const double window = config_.buffer(m.protocol).as_double();
+  const auto step = static_cast<int64_t>(window / kNcclSteps);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const Edge e = comm_.edge(r[static_cast<size_t>(i)], r[static_cast<size_t>(j)], false);
+      for (int ch = 0; ch < m.channels; ++ch) {
+        p2p_.push_back({connection(sim, e, step, ch), share, false, window});
+      }
+    }
+  }
+  p2p_passes_ = m.one_pass ? 1 : 2;
+  p2p_tail_us_ = p2p_nvl_tail_us_ = step_cost_us(false);
+}
+
 void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   const double credit_us = config_.credit_latency.in_us();
   if (!channels_.empty()) {
@@ -870,29 +923,33 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       ++pending_;
     }
   }
-  if (!p2p_.empty()) {
-    // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
-    // that window over the round trip (shared by the QPs of a split connection). Across
-    // servers the chunks are NCCL_P2P_NET_CHUNKSIZE and a step pays the NET transport's hop
-    // latency; inside a server NCCL's P2P transport moves NCCL_P2P_NVL_CHUNKSIZE chunks over
-    // NVLink at the intra-node hop latency.
-    for (size_t i = 0; i < p2p_.size(); ++i) {
-      const P2pTransfer& t = p2p_[i];
-      const double chunk = static_cast<double>(
-          (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
-      const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
-      const double hop = t.window > 0 ? step_cost_us(t.network)
-                         : t.network  ? p2p_tail_us_
-                                      : p2p_nvl_tail_us_;
-      const double rtt =
-          (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
-      const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
-      sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp,
-                   window / per_qp);
-      ++pending_;
-    }
-  }
+  launch_p2p(sim, id);
   if (pending_ == 0) finish_op(sim);
+}
+
+void OpRunner::launch_p2p(engine::Simulation& sim, engine::WorkloadId id) {
+  // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
+  // that window over the round trip (shared by the QPs of a split connection). Across
+  // servers the chunks are NCCL_P2P_NET_CHUNKSIZE and a step pays the NET transport's hop
+  // latency; inside a server NCCL's P2P transport moves NCCL_P2P_NVL_CHUNKSIZE chunks over
+  // NVLink at the intra-node hop latency. PAT and MSCCL connections have their own window (a
+  // collective's buffer) and step cost.
+  const double credit_us = config_.credit_latency.in_us();
+  for (size_t i = 0; i < p2p_.size(); ++i) {
+    const P2pTransfer& t = p2p_[i];
+    const double chunk = static_cast<double>(
+        (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
+    const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
+    const double hop = t.window > 0 ? step_cost_us(t.network)
+                       : t.network  ? p2p_tail_us_
+                                    : p2p_nvl_tail_us_;
+    const double rtt =
+        (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
+    const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
+    sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp,
+                 window / per_qp);
+    ++pending_;
+  }
 }
 
 bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t t) {
@@ -940,7 +997,11 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
     return true;
   }
   if (kind == kP2p) {
-    if (--pending_ == 0) sim.timer(id, sim.now() + Time::us(p2p_tail_us_), tag(kP2pDone, 0));
+    if (--pending_ == 0) {
+      // A pass is over: the next one (MSCCL's all-gather) starts after the step's cost.
+      sim.timer(id, sim.now() + Time::us(p2p_tail_us_),
+                tag(--p2p_passes_ > 0 ? kP2pPass : kP2pDone, 0));
+    }
     return true;
   }
   return false;
@@ -955,6 +1016,10 @@ bool OpRunner::on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t
   }
   if (kind == kChannelDone) {
     if (--pending_ == 0) finish_op(sim);
+    return true;
+  }
+  if (kind == kP2pPass) {
+    launch_p2p(sim, id);
     return true;
   }
   if (kind == kP2pDone) {
@@ -1074,7 +1139,8 @@ class NcclWorkload final : public engine::Workload {
     out.note("protocol", std::string(protocol_name(ops_.front().protocol)));
     // The summary's flows and bytes columns are the engine's: say what they are here (the
     // text fits results.h5's 48-character notes).
-    const bool transfers = is_p2p(collective_) || ops_.front().algorithm == Algorithm::Pat;
+    const Algorithm a = ops_.front().algorithm;
+    const bool transfers = is_p2p(collective_) || a == Algorithm::Pat || a == Algorithm::Msccl;
     out.note("counted_as", transfers ? "flows: per QP of each transfer; bytes: sent"
                                      : "flows: channel pipelines; bytes: per edge");
   }

@@ -55,6 +55,9 @@
 // PAT (AllGather and ReduceScatter with one rank per server) is one transfer per rank, dimension
 // and channel, its chunk's way through the dimensions added at the end (plan_pat).
 //
+// RCCL's MSCCL all-pairs AllReduce (8 GPUs of one xGMI mesh, up to 16 MiB; msccl.hpp) runs
+// before its tuner: one transfer per ordered pair and channel, in one pass or two (plan_msccl).
+//
 // Scope: LL128 is offered wherever NCCL's model allows it; GPU compute for reductions is
 // not modelled (links, NICs and the kernels' protocol throughput bound the collectives here).
 #pragma once
@@ -65,6 +68,7 @@
 #include <vector>
 
 #include "sim/collectives/nccl/layout.hpp"
+#include "sim/collectives/nccl/msccl.hpp"
 #include "sim/collectives/nccl/nccl.hpp"
 #include "sim/collectives/nccl/tuning.hpp"
 #include "sim/core/flat_map.hpp"
@@ -168,7 +172,14 @@ class OpRunner {
     Time data_start{};
   };
   // A runner's tags: kTagLimit + (id << 40) + (kind << 32) + index.
-  enum Kind : uint64_t { kLaunch = 1, kPipeline = 2, kChannelDone = 3, kP2p = 4, kP2pDone = 5 };
+  enum Kind : uint64_t {
+    kLaunch = 1,
+    kPipeline = 2,
+    kChannelDone = 3,
+    kP2p = 4,
+    kP2pDone = 5,
+    kP2pPass = 6
+  };
   uint64_t tag(Kind k, uint64_t i) const {
     ROCESIM_CHECK(i < (uint64_t{1} << 32), "a runner's tag index below 2^32");
     return kTagLimit + (uint64_t{id_} << 40) + (uint64_t{k} << 32) + i;
@@ -192,6 +203,14 @@ class OpRunner {
   void plan_pat(engine::Simulation& sim, Collective c, int64_t bytes);
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
+  /// RCCL's MSCCL schedule that runs the operation instead of its tuner's choice, or nullptr.
+  const MscclAlgorithm* msccl_for(Collective c, int64_t bytes) const;
+  /// MSCCL's all-pairs AllReduce: every rank's transfers to every peer, in one or two passes.
+  void plan_msccl(engine::Simulation& sim, int64_t bytes, const MscclAlgorithm& m);
+  /// The operation's algorithm as the tuning tables know it (Ring's rows for MSCCL).
+  Algorithm table_algorithm() const;
+  /// Starts a pass of the point-to-point transfers (p2p_).
+  void launch_p2p(engine::Simulation& sim, engine::WorkloadId id);
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
@@ -282,7 +301,8 @@ class OpRunner {
     double window = 0;     // bytes unacknowledged; 0: NCCL_STEPS point-to-point chunks
   };
   std::vector<P2pTransfer> p2p_;  // pair transfers
-  double p2p_tail_us_ = 0;        // NCCL's hop latency of the NET transport
+  int p2p_passes_ = 1;            // times they run, each after the one before (MSCCL: 1 or 2)
+  double p2p_tail_us_ = 0;        // NCCL's hop latency of the NET transport (after each pass)
   double p2p_nvl_tail_us_ = 0;    // and of the P2P transport
 };
 

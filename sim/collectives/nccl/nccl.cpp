@@ -47,6 +47,13 @@ constexpr Param kNcclParams[] = {
              "every server holds one rank of the communicator (NCCL 2.23 on; not in the "
              "2.20.3 tables nor RCCL's)",
      .check = Check::NonNegative},
+    {.key = "RCCL_MSCCL_ENABLE",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "RCCL: 1 runs its MSCCL all-pairs AllReduce where one matches (8 GPUs of one "
+             "xGMI mesh, up to 16 MiB), before its tuner and whatever NCCL_ALGO says; 0 "
+             "leaves every operation to the tuner",
+     .check = Check::NonNegative},
     {.key = "NCCL_MIN_NCHANNELS",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -204,6 +211,8 @@ std::string_view algorithm_name(Algorithm a) {
       return "NVLSTree";
     case Algorithm::Pat:
       return "PAT";
+    case Algorithm::Msccl:
+      return "MSCCL";
   }
   return "?";
 }
@@ -266,7 +275,7 @@ std::optional<uint8_t> list_bits(std::string_view name, bool algorithms) {
 }  // namespace
 
 std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, std::string& bad) {
-  const uint8_t all = algorithms ? (1u << kAlgorithms) - 1 : 0b111;
+  const uint8_t all = algorithms ? kTunerAlgorithms : 0b111;
   NcclMask mask{};
   mask.fill(all);
   text = trim(text);
@@ -367,6 +376,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   }
   if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = r.integer_as<int>("NCCL_NVLS_ENABLE");
   if (take("NCCL_PAT_ENABLE")) c.pat_enable = r.integer_as<int>("NCCL_PAT_ENABLE");
+  if (take("RCCL_MSCCL_ENABLE")) c.msccl = flag(r, "RCCL_MSCCL_ENABLE");
   if (r.has("NCCL_TREE_THRESHOLD")) c.tree_threshold = r.bytes("NCCL_TREE_THRESHOLD");
   if (take("NCCL_MIN_NCHANNELS")) c.min_channels = r.integer_as<int>("NCCL_MIN_NCHANNELS");
   if (take("NCCL_MAX_NCHANNELS")) c.max_channels = r.integer_as<int>("NCCL_MAX_NCHANNELS");

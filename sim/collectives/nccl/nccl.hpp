@@ -33,9 +33,14 @@ enum class Collective : uint8_t {
 };
 // The order of NCCL's tables. NVLS reduces inside the NVSwitch (multimem, one node); NVLSTree
 // does that inside each node and runs a tree between nodes; PAT (NCCL 2.23 on) runs AllGather
-// and ReduceScatter over a logarithmic number of peers when every server holds one rank.
-enum class Algorithm : uint8_t { Tree, Ring, CollNet, Nvls, NvlsTree, Pat };
-inline constexpr int kAlgorithms = 6;
+// and ReduceScatter over a logarithmic number of peers when every server holds one rank. MSCCL
+// is RCCL's: a schedule of its own that it runs before consulting its tuner (msccl.hpp), never
+// chosen by the tuning model.
+enum class Algorithm : uint8_t { Tree, Ring, CollNet, Nvls, NvlsTree, Pat, Msccl };
+inline constexpr int kAlgorithms = 7;
+/// The algorithms NCCL_ALGO names and the tuner chooses among: all but MSCCL.
+inline constexpr uint8_t kTunerAlgorithms =
+    ((1u << kAlgorithms) - 1) & ~(1u << static_cast<int>(Algorithm::Msccl));
 inline constexpr int kCollectives = 10;
 enum class Protocol : uint8_t { LL, LL128, Simple };  // idem
 
@@ -75,7 +80,7 @@ inline constexpr int kMaxChannels = 32;  // MAXCHANNELS
 constexpr NcclMask all_algorithms() {
   NcclMask m{};
   for (uint8_t& x : m)
-    x = (1u << kAlgorithms) - 1;
+    x = kTunerAlgorithms;
   return m;
 }
 constexpr NcclMask all_protocols() {
@@ -95,6 +100,7 @@ struct NcclConfig {
   NcclMask protos = all_protocols();    // NCCL_PROTO
   int nvls_enable = 2;                  // NCCL_NVLS_ENABLE (2: where the NVSwitch supports it)
   int pat_enable = 2;                   // NCCL_PAT_ENABLE (2: with one rank per server)
+  bool msccl = true;                    // RCCL_MSCCL_ENABLE (RCCL only)
   std::optional<Bytes> tree_threshold;  // NCCL_TREE_THRESHOLD (releases before 2.5)
   int min_channels = 0;                 // NCCL_MIN_NCHANNELS (0: automatic)
   int max_channels = 0;                 // NCCL_MAX_NCHANNELS (0: automatic)

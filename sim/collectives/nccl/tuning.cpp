@@ -120,6 +120,8 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
       return (in.collective == Collective::AllGather ||
               in.collective == Collective::ReduceScatter) &&
              t.pat && in.pat && p == Protocol::Simple && in.nranks > 1 && in.ppn == 1;
+    case Algorithm::Msccl:
+      return false;  // RCCL runs it before asking its tuner (msccl.hpp)
   }
   return false;
 }
@@ -283,6 +285,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       // A logarithmic part and "still a linear part" (tuning.cc).
       lat += log_nodes * inter_lat / 3.5 + 2.8 * in.nranks;
       break;
+    case Algorithm::Msccl:
+      break;  // not supported(): never reached
   }
   if (bytes >= 64) {
     const int i = static_cast<int>(std::floor(std::log2(bytes / 64)));

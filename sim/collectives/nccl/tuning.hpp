@@ -132,7 +132,7 @@ inline uint8_t only(Algorithm a) {
 inline uint8_t only(Protocol p) {
   return static_cast<uint8_t>(1u << static_cast<int>(p));
 }
-inline constexpr uint8_t kAnyAlgorithm = (1u << kAlgorithms) - 1, kAnyProtocol = 0b111;
+inline constexpr uint8_t kAnyAlgorithm = kTunerAlgorithms, kAnyProtocol = 0b111;
 
 /// NCCL's latency of one pipeline step on a hop (NVLink or network), in us; a ring's inside nodes
 /// of a multi-node communicator at least the host's network overhead, as NCCL counts it.
