@@ -113,6 +113,11 @@ bool Simulation::route_qp(QpIndex qp) {
   req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
   req.relay = c.relay;
   req.port = c.port;
+  // A multipath NIC (EFA's SRD) spreads the QP itself over its entropies, across servers.
+  const uint32_t paths = fabric_.server_of(req.sender()).nic_paths;
+  if (paths > 1 && fabric_.node(req.sender()).server != fabric_.node(c.dst).server) {
+    return routing::spread_over_entropies(router_, req, paths, spread_, entropy_);
+  }
   return router_.spread(req, spread_);
 }
 

@@ -365,7 +365,8 @@ class Simulation {
   DeliveryLanes<uint32_t> deliveries_;    // bandwidth phase over, waiting for the last byte
   std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)
   std::vector<network::Completion> finished_;
-  routing::Spread spread_;  // the router's last answer
+  routing::Spread spread_;   // the router's last answer
+  routing::Spread entropy_;  // one entropy's answer, for a multipath NIC's spread
   struct SubRoute {
     routing::PathId path;
     double share;

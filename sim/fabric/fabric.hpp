@@ -107,7 +107,8 @@ struct Server {
   NodeId nvswitch = kNone;  // the NVSwitch (ScaleUp::NvSwitch, > 1 GPU); kNone otherwise
   GpuArch arch = GpuArch::Hopper;
   GpuSpec gpu{};
-  Time net_latency{};  // the NIC's latency as its network plugin reports it to NCCL
+  Time net_latency{};      // the NIC's latency as its network plugin reports it to NCCL
+  uint32_t nic_paths = 1;  // paths its NICs spray a QP's packets over (EFA's SRD); 1: one
   uint32_t rack = kNone;
   uint32_t zone = kNone;
 

@@ -1,5 +1,7 @@
 #include "sim/routing/router.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/routing/adaptive.hpp"
@@ -247,6 +249,33 @@ fabric::LinkId FabricWalker::link_between(fabric::NodeId a, fabric::NodeId b) co
     if (f_.link(l).dst == b) return l;
   }
   throw InternalError(fmt::format("no link from {} to {}", f_.node(a).name, f_.node(b).name));
+}
+
+bool spread_over_entropies(Router& router, const RouteRequest& req, uint32_t paths, Spread& out,
+                           Spread& scratch) {
+  out.clear();
+  RouteRequest r = req;
+  constexpr uint32_t kBase = 0xC000, kRange = 0x4000;
+  const uint32_t first = (req.key.src_port >= kBase ? req.key.src_port - kBase : req.key.src_port);
+  for (uint32_t i = 0; i < paths; ++i) {
+    r.key.src_port = static_cast<uint16_t>(kBase + (first + i) % kRange);
+    if (!router.spread(r, scratch)) return false;
+    for (size_t j = 0; j < scratch.size(); ++j) {
+      const std::span<const fabric::LinkId> path = scratch.path(j);
+      const double share = scratch.share[j] / paths;
+      size_t k = 0;
+      while (k < out.size() && !std::ranges::equal(out.path(k), path))
+        ++k;
+      if (k < out.size()) {
+        out.share[k] += share;
+      } else {
+        out.links.insert(out.links.end(), path.begin(), path.end());
+        out.begin.push_back(static_cast<uint32_t>(out.links.size()));
+        out.share.push_back(share);
+      }
+    }
+  }
+  return true;
 }
 
 std::span<const RouterType> routing_schemes() {

@@ -107,6 +107,14 @@ class Router {
   Time reconvergence_{};
 };
 
+/// The paths of a QP whose NIC sprays its packets itself over `paths` entropies (a multipath
+/// transport: AWS EFA's SRD, Ultra Ethernet packet spraying; Server::nic_paths): the scheme's
+/// spread for each of the UDP source ports src_port + i, i < paths (wrapping within RoCE's
+/// 0xC000-0xFFFF), each with 1 / paths of the bytes, identical paths merged in the order first
+/// found. `scratch` holds one entropy's spread. False when any entropy has no path.
+bool spread_over_entropies(Router& router, const RouteRequest& req, uint32_t paths, Spread& out,
+                           Spread& scratch);
+
 /// Shared mechanics: the hops inside servers and the walk through the switch fabric, asking
 /// `choose` for the member of each equal-cost group.
 class FabricWalker {

@@ -109,6 +109,15 @@ constexpr Param kServerParams[] = {
              "p5, 35us on p5en and p6. NCCL adds it to every network step, twice for Simple; so "
              "does the simulation",
      .check = Check::NonNegative},
+    {.key = "nic_paths",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "paths the NIC itself spreads each QP's packets over, each with its own UDP source "
+             "port (entropy) through the switches' hashing, the QP's bytes split evenly among "
+             "them: multipath transports such as AWS EFA's SRD (64) and Ultra Ethernet packet "
+             "spraying; 1: one path per QP, as RoCE and InfiniBand reliable connections",
+     .check = Check::Positive,
+     .max = 256},
     {.key = "nic_efficiency",
      .type = ParamType::Number,
      .fallback = "1",
@@ -254,6 +263,7 @@ ServerSpec read_server(const ParamReader& r) {
   s.wire.vlan = r.boolean("vlan");
   s.nic_efficiency = r.number("nic_efficiency");
   s.net_latency = r.time("net_latency");
+  s.nic_paths = r.integer_as<uint32_t>("nic_paths");
   s.scale_up = r.choice("scale_up") == "mesh" ? fabric::ScaleUp::Mesh : fabric::ScaleUp::NvSwitch;
   const bool mesh = s.scale_up == fabric::ScaleUp::Mesh;
   if (const std::string_view key = set_away_from_default(r, mesh ? kNvlinkKeys : kXgmiKeys);
@@ -325,6 +335,7 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
   s.arch = spec.arch;
   s.gpu = spec.gpu;
   s.net_latency = spec.net_latency;
+  s.nic_paths = spec.nic_paths;
   s.zone = zone;
   for (uint32_t i = 0; i < spec.gpus; ++i) {
     const fabric::NodeId g = f.add_node(Node{.kind = NodeKind::Gpu,

@@ -25,7 +25,8 @@ struct ServerSpec {
   uint32_t nics = 8;
   fabric::GpuArch arch = fabric::GpuArch::Hopper;
   fabric::GpuSpec gpu{};
-  Time net_latency{};  // what the NIC's network plugin reports to NCCL as its latency
+  Time net_latency{};      // what the NIC's network plugin reports to NCCL as its latency
+  uint32_t nic_paths = 1;  // paths the NIC sprays one QP's packets over (1: one path per QP)
   Bandwidth nic_speed = Bandwidth::gbps(400);  // line rate
   fabric::WireFormat wire;                     // the NIC link's framing
   double nic_efficiency = 1.0;                 // achieved / wire payload rate

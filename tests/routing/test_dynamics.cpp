@@ -596,6 +596,78 @@ TEST(Adaptive, SprayingRemovesTheCollisionsOfHashing) {
   }
 }
 
+TEST(MultipathNic, SpraysAQpOverItsEntropiesThroughTheSwitchesHash) {
+  // One 10 MB flow between the two racks of a fabric whose leaves have 4 uplinks of 100G to 4
+  // spines (NICs 400G). With one path per QP it crosses one uplink: B / C + L. A NIC that sprays
+  // over 64 entropies (nic_paths, EFA's SRD) sends each UDP source port's 1/64 of the bytes
+  // down the path ECMP hashes that port to: uplink i carries m_i / 64 of the flow, m_i the
+  // entropies hashed to it (counted here with the same router and the QP's key, one port at a
+  // time), so the flow runs at C / max_i(m_i / 64): B max_i(m_i) / (64 C) + L.
+  const auto topology = [](int paths) {
+    return fmt::format(
+        "{{type: clos, racks: 2, nodes_per_rack: 1, node: {{gpus: 1, nic_speed: 400Gbps, "
+        "nic_paths: {}}}, leaf: {{uplinks: 4, uplink_speed: 100Gbps}}, spine: {{count: 4}}}}",
+        paths);
+  };
+  const Fabric f = test::fabric_from_yaml(topology(64));
+  auto router = test::router_from_yaml(f, "{}", 7);
+  fabric::QpAllocator qa(f, 7, fabric::SourcePortPolicy::Linux);  // the run's, seed 7
+  const NodeId a = f.gpu(0), b = f.gpu(1);
+  const NodeId na = f.nic_of_gpu(a), nb = f.nic_of_gpu(b);
+  RouteRequest req{a, b, qa.key(f, na, nb, qa.open(na, nb)), {}};
+  const auto uplink = [&](std::span<const LinkId> path) {
+    for (const LinkId l : path) {
+      if (f.node(f.link(l).dst).role == fabric::SwitchRole::Spine) return l;
+    }
+    return fabric::kNone;
+  };
+  std::map<LinkId, int> entropies;
+  std::vector<LinkId> path;
+  RouteRequest one = req;
+  for (int i = 0; i < 64; ++i) {
+    one.key.src_port = static_cast<uint16_t>(0xC000 + (req.key.src_port - 0xC000 + i) % 0x4000);
+    ASSERT_TRUE(router->route(one, path));
+    ++entropies[uplink(path)];
+  }
+  Spread s, scratch;
+  ASSERT_TRUE(spread_over_entropies(*router, req, 64, s, scratch));
+  ASSERT_EQ(s.size(), entropies.size());
+  double total = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_DOUBLE_EQ(s.share[i], entropies.at(uplink(s.path(i))) / 64.0);
+    total += s.share[i];
+  }
+  EXPECT_DOUBLE_EQ(total, 1.0);
+  int most = 0;
+  for (const auto& [l, m] : entropies)
+    most = std::max(most, m);
+  EXPECT_EQ(entropies.size(), 4u);  // every spine
+  EXPECT_LT(most, 32);              // so spraying at least halves the time of one path
+
+  const double B = 10e6;
+  const auto time = [&](int paths, double* latency_us) {
+    const auto run = test::scenario_from_yaml(
+        fmt::format("topology: {}\nworkloads:\n  - {{type: flows, flows: [{{src: 0, dst: 1, "
+                    "bytes: 10MB}}]}}\n",
+                    topology(paths)),
+        7);
+    run->run();
+    const engine::FlowRecord& r = run->recorder->flows().at(0);
+    *latency_us = run->sim->paths().latency(r.path).in_us();
+    return (r.delivered - r.start).in_us();
+  };
+  double C = 0;
+  for (const LinkId l : f.out_links(f.find("leaf0"))) {
+    if (f.node(f.link(l).dst).role == fabric::SwitchRole::Spine) {
+      C = f.link(l).capacity.bytes_per_second();
+    }
+  }
+  double l1 = 0, l64 = 0;
+  const double t1 = time(1, &l1), t64 = time(64, &l64);
+  EXPECT_NEAR(t1, B / C * 1e6 + l1, 0.01);
+  EXPECT_NEAR(t64, B * most / (64 * C) * 1e6 + l64, 0.01);
+}
+
 TEST(Adaptive, AFailureStallsEverySprayedFlowUntilRoutingConverges) {
   // a and b each spray half their bytes over each spine. When leaf0-spine1 goes down at t0,
   // half of each flow is on a dead link: both stall until t0 + R, then both move wholly to
