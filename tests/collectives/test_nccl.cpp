@@ -525,7 +525,8 @@ TEST(NcclBehaviour, PatBeatsTheRingOnSmallAllGathersAcrossManyServers) {
 }
 
 TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
-  // CollNet (SHARP-style) AllReduce on 4 single-GPU servers, 2 channels on the one NIC each:
+  // CollNet (SHARP-style) AllReduce on 4 single-GPU servers (no NVSwitch: CollNetChain, whose
+  // chains are empty with one GPU a server), 2 channels on the one NIC each:
   // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch
   // combines the streams, so a NIC link carries one stream per channel at B/2. Bandwidth term
   // (S/2) / (B/2) = S / B, against 2(n-1)/n x S / B = 1.5 S / B for the ring: CollNet's own bus
@@ -537,12 +538,47 @@ TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
       "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
   const Figures cn = run_one(rail_topology(4, 1), nccl,
                              "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNet}");
-  EXPECT_EQ(cn.notes.at("algorithm"), "CollNet");
+  EXPECT_EQ(cn.notes.at("algorithm"), "CollNetChain");
   EXPECT_NEAR(cn.seconds, s / kB + kLnet + chunk / (kB / 2), 2e-9);
   EXPECT_NEAR(cn["collnet_busbw_GBps"], cn["algbw_GBps"], 1e-12);
   const Figures ring = run_one(rail_topology(4, 1), nccl,
                                "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: Ring}");
   EXPECT_NEAR(ring.seconds / cn.seconds, 1.5, 0.01);
+}
+
+TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {
+  // CollNetDirect AllReduce of S = 256 MiB on 2 servers of 2 GPUs behind an NVSwitch (C = 450
+  // GB/s a GPU link), each GPU with its own NIC (B): both GPUs are heads, 4 channels (2 per
+  // NIC). Per channel (D = S/4) each GPU sends the other head the half it reduces (scatter) and,
+  // once the switches have added the servers' halves, that half of the result back (broadcast):
+  // D/2 + D/2 on each GPU link, 4 D over the 4 channels. Each NIC carries D/2 up and down per
+  // channel, 2 D over all: the NICs bind, a channel runs at r = B/2, and the data takes
+  // D / r = S / (2 B), a server's S over its two NICs.
+  // Fill: the scatter hop, a leg through the switch and the broadcast hop (2 L_nvl + L_net),
+  // then a step of both heads' chunks, s = 2 x 256 KiB (a step of 512 KiB halved while a head
+  // has fewer than 64 x depth 2 chunks a channel), through every stage but the slowest: the
+  // scatter and the broadcast at their pace C / 4 (every channel's scatter and broadcast share
+  // a GPU link), one of the two network stages at r: 2 s / (C / 4) + s / (B / 2).
+  const auto topology = R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {gpus: 2, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
+         nvlink_bandwidth: 450GB/s, nvlink_latency: 250ns}
+  leaf: {uplinks: 4, latency: 600ns}
+  spine: {count: 4, latency: 3us}
+  nic_link_latency: 100ns
+  link_latency: 1us
+)";
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
+  const Figures d = run_one(
+      topology, nccl, "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNetDirect}");
+  EXPECT_EQ(d.notes.at("algorithm"), "CollNetDirect");
+  EXPECT_EQ(d["channels"], 4);
+  const double s = 256 * kMiB, c = 450e9, slice = 512 * 1024;
+  EXPECT_NEAR(d.seconds, s / (2 * kB) + 2 * kLnvl + kLnet + 2 * slice / (c / 4) + slice / (kB / 2),
+              2e-9);
 }
 
 TEST(NcclClosedForm, CreditWindowBoundsAChannelToOneBufferPerRoundTrip) {
@@ -856,6 +892,44 @@ TuningInput hgx_input(int nodes, double bw, bool nvls = false) {
   return in;
 }
 
+TEST(NcclTuning, CollNetDirectAndChainAsTuningCcModelsThem) {
+  // 2 nodes x 8 A100 behind an NVSwitch, 4 NICs (NCCL's graph: 4 channels at 24 GB/s), CollNet
+  // enabled, Simple ("newest"; 2.20.3 has the same rows):
+  //  * CollNetDirect: bus 4 x 24 = 96 GB/s over the GPU/NIC factor f = 8/4 = 2 eased to
+  //    f - (f-1)/2 = 1.5: 64 GB/s, algbw x 0.5 = 32; latency 2 (min(1, 7) x 3.7 + 7 x 0.4) + 31
+  //    = 44 us. On Hopper the bus x 0.85 too.
+  //  * CollNetChain: bus 96, algbw 48; latency 2 x 7 x 2.8 + 30 = 69.2 us.
+  // 1 MB: Direct (44 + 31.25 us) over Chain (69.2 + 20.83); 1 GB: Chain. Direct needs the
+  // NVSwitch; neither runs with more than 8 GPUs a node, nor with LL.
+  TuningInput in = hgx_input(2, 24);
+  in.graph_channels = 4;
+  in.arch = fabric::GpuArch::Ampere;
+  in.collnet = true;
+  in.nvswitch = true;
+  const TuningTables& t = tuning_tables("newest");
+  const double mb = 1e6, gb = 1e9;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, mb),
+              44 + mb / (1000 * 32.0), 1e-9);
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::CollNetChain, Protocol::Simple, mb),
+              69.2 + mb / (1000 * 48.0), 1e-9);
+  const uint8_t collnet = only(Algorithm::CollNetDirect) | only(Algorithm::CollNetChain);
+  EXPECT_EQ(choose(t, in, mb, collnet, kAnyProtocol).algorithm, Algorithm::CollNetDirect);
+  EXPECT_EQ(choose(t, in, gb, collnet, kAnyProtocol).algorithm, Algorithm::CollNetChain);
+  EXPECT_NEAR(
+      model_time_us(tuning_tables("2.20.3"), in, Algorithm::CollNetChain, Protocol::Simple, mb),
+      69.2 + mb / (1000 * 48.0), 1e-9);
+  in.arch = fabric::GpuArch::Hopper;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, mb),
+              44 + mb / (1000 * 32.0 * 0.85), 1e-9);
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::LL, mb)));
+  in.nvswitch = false;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, mb)));
+  EXPECT_FALSE(std::isinf(model_time_us(t, in, Algorithm::CollNetChain, Protocol::Simple, mb)));
+  in.ppn = 9;
+  in.nranks = 18;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetChain, Protocol::Simple, mb)));
+}
+
 TEST(NcclTuning, RingSimpleEstimateByHand) {
   // NCCL's model for Ring/Simple AllReduce, 2 nodes x 8 GPUs, its graph of 8 channels (one per
   // NIC) at 50 GB/s, the kernel running 16 ("newest" tables): latency = baseLat 8.4 +
@@ -870,7 +944,8 @@ TEST(NcclTuning, RingSimpleEstimateByHand) {
   // Below the plateau (16 x 16 x 64 = 16 KiB) the latency is NCCL's sum alone.
   EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, 8192),
               131.6 + 8192 / (1000 * 400.0 * 16 / 30), 1e-6);
-  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNet, Protocol::Simple, 1e9)));
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, 1e9)));
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetChain, Protocol::Simple, 1e9)));
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, 1e9)));
   in.collective = Collective::AllGather;
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::Simple, 1e9)));
@@ -1198,14 +1273,18 @@ TEST(NcclParameters, AlgoAndProtoListsAsNcclReadsThem) {
   const auto m = parse_nccl_list("^NVLS,nvlstree", true, bad);
   ASSERT_TRUE(m.has_value());
   const auto ar = static_cast<size_t>(Collective::AllReduce);
-  EXPECT_EQ((*m)[ar], only(Algorithm::Tree) | only(Algorithm::Ring) | only(Algorithm::CollNet) |
+  EXPECT_EQ((*m)[ar], only(Algorithm::Tree) | only(Algorithm::Ring) |
+                          only(Algorithm::CollNetDirect) | only(Algorithm::CollNetChain) |
                           only(Algorithm::Pat));
   const auto per = parse_nccl_list("allreduce:tree,ring;allgather:Ring", true, bad);
   ASSERT_TRUE(per.has_value());
   EXPECT_EQ((*per)[ar], only(Algorithm::Tree) | only(Algorithm::Ring));
   EXPECT_EQ((*per)[static_cast<size_t>(Collective::AllGather)], only(Algorithm::Ring));
   EXPECT_EQ((*per)[static_cast<size_t>(Collective::Broadcast)], kAnyAlgorithm);
-  EXPECT_EQ((*parse_nccl_list("COLLNETCHAIN", true, bad))[ar], only(Algorithm::CollNet));
+  EXPECT_EQ((*parse_nccl_list("COLLNETCHAIN", true, bad))[ar], only(Algorithm::CollNetChain));
+  EXPECT_EQ((*parse_nccl_list("CollNetDirect", true, bad))[ar], only(Algorithm::CollNetDirect));
+  EXPECT_EQ((*parse_nccl_list("collnet", true, bad))[ar],
+            only(Algorithm::CollNetDirect) | only(Algorithm::CollNetChain));
   EXPECT_EQ((*parse_nccl_list("pat", true, bad))[ar], only(Algorithm::Pat));
   EXPECT_EQ((*parse_nccl_list("LL128,simple", false, bad))[ar],
             only(Protocol::LL128) | only(Protocol::Simple));

@@ -186,6 +186,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.nvls_heads = std::min(in.ppn, 8);
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
   in.collnet = config_.collnet;
+  in.nvswitch = server.nvswitch != fabric::kNone;
   in.pat = config_.pat_enable != 0;
   in.net_overhead_us = config_.net_overhead.in_us();
   in.latency_inter_us = server.net_latency.in_us();
@@ -403,15 +404,22 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.slice = std::min(chan.heads * nvls_chunk(static_cast<double>(bytes), a), data);
       chan.wire_bytes = data;
     } else {
-      // Tree: up the chains and the tree, and down again; CollNet: the chains inside nodes (the
-      // leaders' legs through the switches are added below). One slice per chunk.
+      // Tree: up the chains and the tree, and down again; CollNetChain: the chains inside nodes;
+      // CollNetDirect: every GPU's share to each head and the result back (the legs of the
+      // leaders or heads through the switches are added below). One slice per chunk.
       const bool tree = a == Algorithm::Tree;
-      const Communicator::Tree t = tree ? comm_.tree(ch) : comm_.collnet_chains(ch);
-      edges = &legs_of(tree ? LegShape::Tree : LegShape::CollNetChains, [&] {
-        std::vector<Edge> out = t.up;
-        out.insert(out.end(), t.down.begin(), t.down.end());
-        return out;
-      });
+      const bool direct = a == Algorithm::CollNetDirect;
+      const Communicator::Tree t = tree     ? comm_.tree(ch)
+                                   : direct ? comm_.collnet_direct()
+                                            : comm_.collnet_chains(ch);
+      edges = &legs_of(tree     ? LegShape::Tree
+                       : direct ? LegShape::CollNetDirect
+                                : LegShape::CollNetChains,
+                       [&] {
+                         std::vector<Edge> out = t.up;
+                         out.insert(out.end(), t.down.begin(), t.down.end());
+                         return out;
+                       });
       chan.ring = false;
       chan.hops = tree ? 2 * (t.intra + t.depth) : 2 * t.intra + 2;
       chan.depth = tree ? t.depth : 1;  // CollNet: up to the switches and down again
@@ -420,8 +428,15 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.leg_stage = t.up_stage;
       for (const int s : t.down_stage)
         chan.leg_stage.push_back(chan.hops / 2 + (tree ? 0 : 1) + s);
-      const double slice =
+      double slice =
           traits.slices ? tree_chunk(static_cast<double>(bytes), step_data, tree) : slice_data;
+      if (direct) {
+        // Each head takes 1/h of the channel's data; a step is a chunk for every head, each on
+        // its own connections (NCCL's loop of nHeads chunks), as NVLS's heads.
+        chan.heads = comm_.head_count();
+        chan.shares.assign(edges->size(), 1.0 / chan.heads);
+        slice = chan.heads * direct_chunk(static_cast<double>(bytes), step_data, chan.heads);
+      }
       chan.slice = std::min(slice, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
     }
@@ -459,50 +474,63 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         // NCCL's count: one NVLS step inside the node, the tree up and down between nodes.
         chan.hops_latency_us = nvlink_max + 2 * chan.depth * net_max;
       } else {
-        const Communicator::Tree t = comm_.collnet_chains(ch);
-        chan.hops_latency_us = 2 * t.intra * nvlink_max;
+        // CollNet: through the node (the chain, or Direct's one hop) up and down again; the
+        // switches' leg is added below.
+        chan.hops_latency_us = (chan.hops - 2) * nvlink_max;
       }
     }
     channels_.push_back(std::move(chan));
   }
-  if (a == Algorithm::CollNet && comm_.nnodes() > 1) {
-    // The node leaders of each channel send up to the aggregation root and receive the result
-    // back: legs leader k -> root -> leader k+1 cover every leader's way up and down once; the
-    // switches reduce, so a link between two switches carries one stream (see pipeline()).
+  if (is_collnet(a) && comm_.nnodes() > 1) {
+    // The node leaders of each channel (CollNetDirect: each head j of every node, with 1/h of
+    // the data) send up to the aggregation root and receive the result back: legs leader k ->
+    // root -> leader k+1 cover every leader's way up and down once; the switches reduce, so a
+    // link between two switches carries one stream of the channel (see pipeline()).
     routing::EqualCostTable distances(f_);
+    const int h = a == Algorithm::CollNetDirect ? comm_.head_count() : 1;
     for (int ch = 0; ch < static_cast<int>(channels_.size()); ++ch) {
-      const std::vector<fabric::NodeId> lead = comm_.leaders(ch);
-      std::vector<fabric::NodeId> first;
-      for (fabric::NodeId g : lead)
-        first.push_back(f_.first_hop_switch(f_.nic_of_gpu(
-            g, static_cast<uint32_t>(ch % comm_.nics_per_node() % comm_.nics_per_gpu()))));
-      fabric::NodeId root_switch = fabric::kNone;
-      uint32_t best = std::numeric_limits<uint32_t>::max();
-      for (fabric::NodeId s = 0; s < f_.node_count(); ++s) {
-        if (!distances.is_fabric_switch(s)) continue;
-        uint32_t worst = 0;
-        for (fabric::NodeId x : first)
-          worst = std::max(worst, distances.distance(x, s));
-        if (worst < best) {
-          best = worst;
-          root_switch = s;
-        }
-      }
       Channel& chan = channels_[static_cast<size_t>(ch)];
+      const auto port = static_cast<uint32_t>(ch % comm_.nics_per_node() % comm_.nics_per_gpu());
       double net_latency = 0;
-      for (size_t k = 0; k < lead.size(); ++k) {
-        engine::ConnectionSpec spec;
-        spec.qps = config_.qps_per_connection;
-        spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
-        spec.message_bytes = message;
-        spec.port = static_cast<uint32_t>(ch % comm_.nics_per_node() % comm_.nics_per_gpu());
-        const fabric::NodeId via[] = {root_switch};
-        const engine::ConnectionId leg =
-            sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
-        chan.legs.push_back(leg);
-        chan.leg_stage.push_back(kEveryStage);
-        chan.latency_us.push_back(leg_latency_us(sim, leg, true));
-        net_latency = std::max(net_latency, chan.latency_us.back());
+      for (int j = 0; j < h; ++j) {
+        std::vector<fabric::NodeId> lead;
+        if (a == Algorithm::CollNetDirect) {
+          for (int k = 0; k < comm_.nnodes(); ++k)
+            lead.push_back(comm_.heads(k)[static_cast<size_t>(j)]);
+        } else {
+          lead = comm_.leaders(ch);
+        }
+        std::vector<fabric::NodeId> first;
+        for (fabric::NodeId g : lead)
+          first.push_back(f_.first_hop_switch(f_.nic_of_gpu(g, port)));
+        fabric::NodeId root_switch = fabric::kNone;
+        uint32_t best = std::numeric_limits<uint32_t>::max();
+        for (fabric::NodeId s = 0; s < f_.node_count(); ++s) {
+          if (!distances.is_fabric_switch(s)) continue;
+          uint32_t worst = 0;
+          for (fabric::NodeId x : first)
+            worst = std::max(worst, distances.distance(x, s));
+          if (worst < best) {
+            best = worst;
+            root_switch = s;
+          }
+        }
+        for (size_t k = 0; k < lead.size(); ++k) {
+          engine::ConnectionSpec spec;
+          spec.qps = config_.qps_per_connection;
+          spec.mode =
+              config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
+          spec.message_bytes = message;
+          spec.port = port;
+          const fabric::NodeId via[] = {root_switch};
+          const engine::ConnectionId leg =
+              sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
+          chan.legs.push_back(leg);
+          if (!chan.shares.empty()) chan.shares.push_back(1.0 / h);
+          chan.leg_stage.push_back(kEveryStage);
+          chan.latency_us.push_back(leg_latency_us(sim, leg, true));
+          net_latency = std::max(net_latency, chan.latency_us.back());
+        }
       }
       chan.hops_latency_us += net_latency;  // up to the root and down again: one leg's path
     }
@@ -682,6 +710,21 @@ double OpRunner::nvls_chunk(double bytes, Algorithm a) const {
          {std::pair{64.0, 65536.0}, {8.0, 32768.0}, {2.0, 16384.0}}) {
       if (bytes < per_op * ops * chunk && chunk > floor_bytes) chunk = floor_bytes;
     }
+  }
+  return chunk;
+}
+
+double OpRunner::direct_chunk(double bytes, double step, int heads) const {
+  // NCCL (enqueue.cc, calcCollChunking) for CollNetDirect: a step, halved while the operation
+  // has fewer than 64 chunks per head and channel for each level of its depth (2, 1 with one
+  // GPU a node), down to 128 KiB; then fewer than 8, down to 64 and then 32 KiB.
+  const double depth = comm_.ppn() > 1 ? 2 : 1;
+  const double per_head = bytes / (static_cast<double>(result_.channels) * heads);
+  double chunk = step;
+  for (const auto& [per_level, floor_bytes] :
+       {std::pair{64.0, 131072.0}, {8.0, 65536.0}, {8.0, 32768.0}}) {
+    while (per_head / chunk < depth * per_level && chunk > floor_bytes)
+      chunk /= 2;
   }
   return chunk;
 }
@@ -919,7 +962,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
                      protocol_cap() / protocol_traits(result_.protocol, config_.rccl).efficiency);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
-                   tag(kPipeline, ch), result_.algorithm == Algorithm::CollNet, buffer);
+                   tag(kPipeline, ch), is_collnet(result_.algorithm), buffer);
       ++pending_;
     }
   }
@@ -1127,7 +1170,7 @@ class NcclWorkload final : public engine::Workload {
     out.add("time_us", mean_s * 1e6);
     out.add("algbw_GBps", algbw);
     out.add("busbw_GBps", algbw * busbw_factor(collective_, n));
-    if (ops_.front().algorithm == Algorithm::CollNet && !is_p2p(collective_)) {
+    if (is_collnet(ops_.front().algorithm) && !is_p2p(collective_)) {
       // In-network reduction: every rank sends its data once and receives the result once.
       out.add("collnet_busbw_GBps", algbw);
     }

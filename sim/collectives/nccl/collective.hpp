@@ -35,7 +35,9 @@
 //    (ring_delay). The per-step costs h_e are paid one after another on the first pass only, as
 //    NCCL's model counts them: F = ring_delay + mean_e W_e + positions * mean_e h_e over the
 //    ring's E edges;
-//  * chains and trees (Broadcast, Reduce, Tree and CollNet AllReduce), a pipeline of depth H hops
+//  * chains and trees (Broadcast, Reduce, Tree and CollNetChain AllReduce; CollNetDirect as a
+//    tree of one NVLink hop each way, every GPU to each of its server's NIC GPUs, the heads, each
+//    head with 1/h of the data and its own legs through the switches), a pipeline of depth H hops
 //    along the critical path (up from the deepest node and down again for trees): F = sum_h L_h
 //    plus a slice through every stage but the slowest, each at its own pace ((H-1) s/r when all
 //    are as slow as the channel). Trees and CollNet forward whole chunks (one step, halved for
@@ -197,8 +199,10 @@ class OpRunner {
   void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
   /// Data per chunk of an NVLS or NVLSTree operation.
   double nvls_chunk(double bytes, Algorithm a) const;
-  /// Data per chunk (= slice) of a Tree or CollNet operation with Simple.
+  /// Data per chunk (= slice) of a Tree or CollNetChain operation with Simple.
   double tree_chunk(double bytes, double step, bool tree) const;
+  /// Data per chunk of each head of a CollNetDirect operation.
+  double direct_chunk(double bytes, double step, int heads) const;
   /// PAT's AllGather or ReduceScatter: each rank's blocks to its peers at distances 2^j.
   void plan_pat(engine::Simulation& sim, Collective c, int64_t bytes);
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
@@ -274,7 +278,8 @@ class OpRunner {
     Nvls,
     NvlsTree,
     Tree,
-    CollNetChains
+    CollNetChains,
+    CollNetDirect
   };
   struct LegKey {
     LegShape shape;

@@ -333,6 +333,41 @@ std::vector<fabric::NodeId> Communicator::leaders(int channel) const {
   return out;
 }
 
+std::vector<fabric::NodeId> Communicator::heads(int node) const {
+  std::vector<fabric::NodeId> out;
+  for (int r = 0; r < nics_ && out.size() < 8; r += nics_per_gpu_) {
+    const fabric::NodeId g = rail_gpu(node, r);
+    if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+  }
+  return out;
+}
+
+int Communicator::head_count() const {
+  size_t n = 8;
+  for (int k = 0; k < nnodes(); ++k)
+    n = std::min(n, heads(k).size());
+  return static_cast<int>(n);
+}
+
+Communicator::Tree Communicator::collnet_direct() const {
+  Tree t;
+  const auto h = static_cast<size_t>(head_count());
+  for (int k = 0; k < nnodes(); ++k) {
+    const std::vector<fabric::NodeId> hs = heads(k);
+    for (const fabric::NodeId g : nodes_[static_cast<size_t>(k)]) {
+      for (size_t j = 0; j < h; ++j) {
+        if (hs[j] == g) continue;
+        t.up.push_back(edge(g, hs[j], false));
+        t.up_stage.push_back(0);
+        t.down.push_back(edge(hs[j], g, false));
+        t.down_stage.push_back(0);
+      }
+    }
+  }
+  t.intra = t.up.empty() ? 0 : 1;
+  return t;
+}
+
 Communicator::Tree Communicator::collnet_chains(int channel) const {
   Tree t;
   for (int k = 0; k < nnodes(); ++k)

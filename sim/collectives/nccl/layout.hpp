@@ -112,9 +112,18 @@ class Communicator {
   /// Which tree of the double binary tree a channel uses (0 or 1).
   int tree_of_channel(int channel) const;
 
-  /// The chain edges of CollNet (inside nodes, both directions) and the node leaders.
+  /// The chain edges of CollNetChain (inside nodes, both directions) and the node leaders.
   Tree collnet_chains(int channel) const;
   std::vector<fabric::NodeId> leaders(int channel) const;
+  /// CollNetDirect's heads of node k: its GPUs with a NIC (one per NIC, a GPU once), at most 8.
+  std::vector<fabric::NodeId> heads(int node) const;
+  /// The heads every node has (the least over the nodes): CollNetDirect pairs head j across them.
+  int head_count() const;
+  /// CollNetDirect's edges inside the nodes: every GPU to each of its node's first head_count()
+  /// heads but itself (up: the scatter of each head's share) and each head back to every other
+  /// GPU (down: the broadcast of the result), all at stage 0 of their direction; `intra` 1 (0
+  /// with one GPU a node).
+  Tree collnet_direct() const;
   /// The edge a -> b; across servers on rail `rail` where b is on it (else on b's first rail):
   /// through that rail's NIC of each server, the sender's GPU relaying to it over NVLink with
   /// PXN.

@@ -21,8 +21,8 @@ constexpr Param kNcclParams[] = {
      .fallback = "auto",
      .help = "algorithms the tuner may choose, as NCCL reads them: a list (Ring,Tree), '^' "
              "to exclude (^NVLS,NVLSTree), per collective (allreduce:tree;allgather:ring); "
-             "names Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT; auto "
-             "allows all"},
+             "names Ring, Tree, CollNet (both CollNet algorithms), CollNetDirect, CollNetChain, "
+             "NVLS, NVLSTree, PAT; auto allows all"},
     {.key = "NCCL_PROTO",
      .type = ParamType::String,
      .fallback = "auto",
@@ -133,7 +133,8 @@ constexpr Param kNcclParams[] = {
      .type = ParamType::Integer,
      .fallback = "0",
      .help = "1 allows CollNet (in-network reduction in the switches, SHARP-style) for "
-             "AllReduce",
+             "AllReduce across servers: CollNetDirect (servers with an NVSwitch) and "
+             "CollNetChain, up to 8 GPUs a server",
      .check = Check::NonNegative},
     {.key = "NCCL_NET_OVERHEAD",
      .type = ParamType::Time,
@@ -203,8 +204,10 @@ std::string_view algorithm_name(Algorithm a) {
       return "Tree";
     case Algorithm::Ring:
       return "Ring";
-    case Algorithm::CollNet:
-      return "CollNet";
+    case Algorithm::CollNetDirect:
+      return "CollNetDirect";
+    case Algorithm::CollNetChain:
+      return "CollNetChain";
     case Algorithm::Nvls:
       return "NVLS";
     case Algorithm::NvlsTree:
@@ -259,8 +262,12 @@ std::optional<uint8_t> list_bits(std::string_view name, bool algorithms) {
   if (algorithms) {
     if (n == "tree") return uint8_t{1} << static_cast<int>(Algorithm::Tree);
     if (n == "ring") return uint8_t{1} << static_cast<int>(Algorithm::Ring);
-    if (n == "collnet" || n == "collnetdirect" || n == "collnetchain")
-      return uint8_t{1} << static_cast<int>(Algorithm::CollNet);
+    if (n == "collnetdirect") return uint8_t{1} << static_cast<int>(Algorithm::CollNetDirect);
+    if (n == "collnetchain") return uint8_t{1} << static_cast<int>(Algorithm::CollNetChain);
+    if (n == "collnet") {
+      return static_cast<uint8_t>((1u << static_cast<int>(Algorithm::CollNetDirect)) |
+                                  (1u << static_cast<int>(Algorithm::CollNetChain)));
+    }
     if (n == "nvls") return uint8_t{1} << static_cast<int>(Algorithm::Nvls);
     if (n == "nvlstree") return uint8_t{1} << static_cast<int>(Algorithm::NvlsTree);
     if (n == "pat") return uint8_t{1} << static_cast<int>(Algorithm::Pat);

@@ -31,13 +31,28 @@ enum class Collective : uint8_t {
   Scatter,
   SendRecv,
 };
-// The order of NCCL's tables. NVLS reduces inside the NVSwitch (multimem, one node); NVLSTree
-// does that inside each node and runs a tree between nodes; PAT (NCCL 2.23 on) runs AllGather
-// and ReduceScatter over a logarithmic number of peers when every server holds one rank. MSCCL
-// is RCCL's: a schedule of its own that it runs before consulting its tuner (msccl.hpp), never
-// chosen by the tuning model.
-enum class Algorithm : uint8_t { Tree, Ring, CollNet, Nvls, NvlsTree, Pat, Msccl };
-inline constexpr int kAlgorithms = 7;
+// The order of NCCL's tables. CollNet reduces in the switches (SHARP): Direct scatters each
+// node's data to its NIC GPUs ("heads") over NVLink, Chain runs a chain to one leader. NVLS
+// reduces inside the NVSwitch (multimem, one node); NVLSTree does that inside each node and
+// runs a tree between nodes; PAT (NCCL 2.23 on) runs AllGather and ReduceScatter over a
+// logarithmic number of peers when every server holds one rank. MSCCL is RCCL's: a schedule of
+// its own that it runs before consulting its tuner (msccl.hpp), never chosen by the tuning
+// model.
+enum class Algorithm : uint8_t {
+  Tree,
+  Ring,
+  CollNetDirect,
+  CollNetChain,
+  Nvls,
+  NvlsTree,
+  Pat,
+  Msccl
+};
+inline constexpr int kAlgorithms = 8;
+/// Either CollNet algorithm.
+inline bool is_collnet(Algorithm a) {
+  return a == Algorithm::CollNetDirect || a == Algorithm::CollNetChain;
+}
 /// The algorithms NCCL_ALGO names and the tuner chooses among: all but MSCCL.
 inline constexpr uint8_t kTunerAlgorithms =
     ((1u << kAlgorithms) - 1) & ~(1u << static_cast<int>(Algorithm::Msccl));
@@ -55,7 +70,7 @@ using NcclMask = std::array<uint8_t, kCollectives>;
 /// Parses NCCL_ALGO or NCCL_PROTO as NCCL does (src/enqueue.cc, parseList): a comma-separated
 /// list of names, any case; a leading '^' excludes the names instead; "func:list" entries
 /// separated by ';' apply per collective ("allreduce:tree,ring;allgather:ring"). Algorithm
-/// names: Ring, Tree, CollNet, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT. Returns the
+/// names: Ring, Tree, CollNet (both), CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT. Returns the
 /// unknown name on failure via `bad`.
 std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, std::string& bad);
 

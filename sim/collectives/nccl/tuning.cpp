@@ -13,17 +13,32 @@ namespace {
 constexpr int kNvlink = 0, kNet = 2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// [algorithm Tree, Ring, CollNet, NVLS, NVLSTree, PAT][protocol LL, LL128, Simple]; CollNet,
-// NVLS, NVLSTree and PAT run Simple only (NCCL 2.27, tuning.cc; PAT's row as NCCL 2.30.7 writes
-// it: baseLat 8, hwLat 4.0 / 4.0 / 14 us, what 2.23 to 2.29 put in its latency formula).
+// [algorithm Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT][protocol LL, LL128,
+// Simple]; CollNet, NVLS, NVLSTree and PAT run Simple only (NCCL 2.27, tuning.cc; PAT's row as
+// NCCL 2.30.7 writes it: baseLat 8, hwLat 4.0 / 4.0 / 14 us, what 2.23 to 2.29 put in its
+// latency formula; CollNetDirect and CollNetChain as 2.20 to 2.29 write them, baseLat 0, hwLat
+// 3.7 / 3.7 / 31 and 2.8 / 2.8 / 30). MSCCL (RCCL's) has no row: zeros.
 constexpr TuningTables kNewest{
     "newest",
-    {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 8.0}},
-    {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
-     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+    {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 8.0}},
+    {{{0.6, 1.25, 4.0},
+      {0.6, 1.9, 3.4},
+      {0, 0, 3.7},
+      {0, 0, 2.8},
+      {0, 0, 25},
+      {0, 0, 25},
+      {0, 0, 4.0}},
+     {{1.0, 1.9, 4.0},
+      {1.0, 2.5, 5.7},
+      {0, 0, 3.7},
+      {0, 0, 2.8},
+      {0, 0, 0},
+      {0, 0, 0},
+      {0, 0, 4.0}},
      {{5.0, 8.5, 14.0},
       {2.7, 4.0, 14.0},
-      {31.0, 31.0, 31.0},
+      {0, 0, 31.0},
+      {0, 0, 30.0},
       {0, 0, 18},
       {0, 0, 14},
       {0, 0, 14.0}}},
@@ -34,28 +49,77 @@ constexpr TuningTables kNewest{
 // NCCL 2.20.3 predates PAT.
 constexpr TuningTables kV2203{
     "2.20.3",
-    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-    {{{0.6, 1.25, 28.0}, {0.6, 1.9, 3.4}, {3.7, 3.7, 3.7}, {0, 0, 25}, {0, 0, 25}, {0, 0, 0}},
-     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {3.7, 3.7, 3.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-     {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {31.0, 31.0, 31.0}, {0, 0, 18}, {0, 0, 14}, {0, 0, 0}}},
+    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+    {{{0.6, 1.25, 28.0},
+      {0.6, 1.9, 3.4},
+      {0, 0, 3.7},
+      {0, 0, 2.8},
+      {0, 0, 25},
+      {0, 0, 25},
+      {0, 0, 0}},
+     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+     {{5.0, 8.5, 28.0},
+      {2.7, 4.0, 14.0},
+      {0, 0, 31.0},
+      {0, 0, 30.0},
+      {0, 0, 18},
+      {0, 0, 14},
+      {0, 0, 0}}},
     false,
     false,
     false};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
 // MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
-// has no PAT figures (no bandwidth ratio): PAT is not offered.
+// has no PAT figures (no bandwidth ratio): PAT is not offered. Its CollNet row (read as
+// CollNetDirect's) serves CollNetChain too.
 constexpr RcclModel kRcclMi300{
     {"rccl-mi300",
-     {{12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-     {{{0.9, 0.9, 2.3}, {0.8, 0.8, 2.1}, {0.0, 0.0, 0.9}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-      {{2.2, 2.2, 5.7}, {2.2, 2.2, 5.7}, {0.0, 0.0, 5.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-      {{10.5, 10.5, 25.0}, {9.5, 9.5, 320.0}, {0.0, 0.0, 10.5}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},
+     {{12.0, 12.0, 17.0},
+      {12.0, 12.0, 17.0},
+      {12.0, 12.0, 17.0},
+      {12.0, 12.0, 17.0},
+      {0, 0, 0},
+      {0, 0, 0},
+      {0, 0, 0}},
+     {{{0.9, 0.9, 2.3},
+       {0.8, 0.8, 2.1},
+       {0.0, 0.0, 0.9},
+       {0.0, 0.0, 0.9},
+       {0, 0, 0},
+       {0, 0, 0},
+       {0, 0, 0}},
+      {{2.2, 2.2, 5.7},
+       {2.2, 2.2, 5.7},
+       {0.0, 0.0, 5.7},
+       {0.0, 0.0, 5.7},
+       {0, 0, 0},
+       {0, 0, 0},
+       {0, 0, 0}},
+      {{10.5, 10.5, 25.0},
+       {9.5, 9.5, 320.0},
+       {0.0, 0.0, 10.5},
+       {0.0, 0.0, 10.5},
+       {0, 0, 0},
+       {0, 0, 0},
+       {0, 0, 0}}},
      true,
      false,
      false},
-    {{{0.06, 0.06, 0.11}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-     {{0.06, 0.06, 0.59}, {0.08, 0.08, 1.00}, {0.00, 0.00, 1.00}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},
+    {{{0.06, 0.06, 0.11},
+      {0.08, 0.08, 1.00},
+      {0.00, 0.00, 1.00},
+      {0.00, 0.00, 1.00},
+      {0, 0, 0},
+      {0, 0, 0},
+      {0, 0, 0}},
+     {{0.06, 0.06, 0.59},
+      {0.08, 0.08, 1.00},
+      {0.00, 0.00, 1.00},
+      {0.00, 0.00, 1.00},
+      {0, 0, 0},
+      {0, 0, 0},
+      {0, 0, 0}}},
     {{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 1.0, 0.9,
       1.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
      {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 1.0, 0.9,
@@ -105,9 +169,14 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
       return !is_p2p(in.collective);
     case Algorithm::Tree:
       return in.collective == Collective::AllReduce && in.nranks > 1;
-    case Algorithm::CollNet:
+    case Algorithm::CollNetDirect:
+      // Only where an NVSwitch joins the GPUs (nvsCount) and for up to 8 GPUs a node
+      // (NCCL_MAX_DIRECT_ARITY + 1), as Chain.
       return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
-             in.nnodes > 1;
+             in.nnodes > 1 && in.ppn <= 8 && in.nvswitch;
+    case Algorithm::CollNetChain:
+      return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
+             in.nnodes > 1 && in.ppn <= 8;
     case Algorithm::Nvls:
       // Across nodes NVLS needs CollNet (IB SHARP), which rocesim does not combine with it.
       return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
@@ -241,6 +310,14 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     bus *= 0.85;  // NCCL's correction for the tree pattern
   }
   if (a == Algorithm::Pat) bus *= 0.75;  // NCCL's figure for the PAT kernel
+  if (a == Algorithm::CollNetDirect && in.rccl == nullptr) {
+    // "Collnet+Direct requires all GPUs to have a local NIC to work at full speed": the GPU/NIC
+    // ratio f = ppn / channels, eased to f - (f - 1) / 2; Hopper and later x 0.85.
+    double f = static_cast<double>(in.ppn) / graph;
+    f -= (f - 1) / 2;
+    bus /= f;
+    if (in.arch == fabric::GpuArch::Hopper || in.arch == fabric::GpuArch::Blackwell) bus *= 0.85;
+  }
   int steps = 0, inter = 0;
   ring_steps(in, steps, inter);
   double algbw = bus;
@@ -272,8 +349,12 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     case Algorithm::Tree:
       lat += 2 * ((in.ppn - 1) * intra_lat + log_nodes * inter_lat);
       break;
-    case Algorithm::CollNet:
+    case Algorithm::CollNetDirect:
+      // "Add 0.4 us arity serialization latency" per GPU of the node.
       lat += 2 * (std::min(1, in.ppn - 1) * intra_lat + 0.4 * (in.ppn - 1)) + inter_lat;
+      break;
+    case Algorithm::CollNetChain:
+      lat += 2 * (in.ppn - 1) * intra_lat + inter_lat;
       break;
     case Algorithm::Nvls:
       lat = intra_lat;
