@@ -252,15 +252,16 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   channels_.clear();
   p2p_.clear();
   p2p_passes_ = 1;
+  const MscclAlgorithm* msccl = is_p2p(c) ? nullptr : msccl_for(c, bytes);
   if (is_p2p(c)) {
     result_.algorithm = Algorithm::Ring;  // NCCL's point-to-point path
     result_.protocol = Protocol::Simple;
     result_.channels = 0;
-  } else if (const MscclAlgorithm* m = msccl_for(c, bytes)) {
+  } else if (msccl != nullptr) {
     // RCCL runs a matching MSCCL schedule without asking its tuner: no model estimate.
     result_.algorithm = Algorithm::Msccl;
-    result_.protocol = m->protocol;
-    result_.channels = m->channels;
+    result_.protocol = msccl->protocol;
+    result_.channels = msccl->channels;
     set_step_costs();
   } else {
     const int probe = channels_for(bytes, Protocol::Simple);
@@ -290,7 +291,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   } else if (result_.algorithm == Algorithm::Pat) {
     plan_pat(sim, c, bytes);
   } else if (result_.algorithm == Algorithm::Msccl) {
-    plan_msccl(sim, bytes, *msccl_for(c, bytes));
+    plan_msccl(sim, bytes, *msccl);
   } else {
     plan_pipelined(sim, c, bytes, root);
   }
@@ -316,6 +317,13 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
   const int64_t message = static_cast<int64_t>(step_wire);
   const fabric::NodeId root_gpu = comm_.ranks()[static_cast<size_t>(root)];
 
+  // CollNetDirect's heads per node, and how many every node has (one otherwise).
+  std::vector<std::vector<fabric::NodeId>> node_heads;
+  if (a == Algorithm::CollNetDirect) {
+    for (int k = 0; k < comm_.nnodes(); ++k)
+      node_heads.push_back(comm_.heads(k));
+  }
+  const int heads = node_heads.empty() ? 1 : comm_.head_count();
   for (int ch = 0; ch < nch; ++ch) {
     const double data = static_cast<double>(bytes / nch + (ch < bytes % nch ? 1 : 0));
     if (data <= 0) continue;
@@ -433,7 +441,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       if (direct) {
         // Each head takes 1/h of the channel's data; a step is a chunk for every head, each on
         // its own connections (NCCL's loop of nHeads chunks), as NVLS's heads.
-        chan.heads = comm_.head_count();
+        chan.heads = heads;
         chan.shares.assign(edges->size(), 1.0 / chan.heads);
         slice = chan.heads * direct_chunk(static_cast<double>(bytes), step_data, chan.heads);
       }
@@ -487,18 +495,17 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     // root -> leader k+1 cover every leader's way up and down once; the switches reduce, so a
     // link between two switches carries one stream of the channel (see pipeline()).
     routing::EqualCostTable distances(f_);
-    const int h = a == Algorithm::CollNetDirect ? comm_.head_count() : 1;
     for (int ch = 0; ch < static_cast<int>(channels_.size()); ++ch) {
       Channel& chan = channels_[static_cast<size_t>(ch)];
       const auto port = static_cast<uint32_t>(ch % comm_.nics_per_node() % comm_.nics_per_gpu());
       double net_latency = 0;
-      for (int j = 0; j < h; ++j) {
+      for (int j = 0; j < heads; ++j) {
         std::vector<fabric::NodeId> lead;
-        if (a == Algorithm::CollNetDirect) {
-          for (int k = 0; k < comm_.nnodes(); ++k)
-            lead.push_back(comm_.heads(k)[static_cast<size_t>(j)]);
-        } else {
+        if (node_heads.empty()) {
           lead = comm_.leaders(ch);
+        } else {
+          for (const std::vector<fabric::NodeId>& hs : node_heads)
+            lead.push_back(hs[static_cast<size_t>(j)]);
         }
         std::vector<fabric::NodeId> first;
         for (fabric::NodeId g : lead)
@@ -526,7 +533,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
           const engine::ConnectionId leg =
               sim.connect(lead[k], lead[(k + 1) % lead.size()], spec, via);
           chan.legs.push_back(leg);
-          if (!chan.shares.empty()) chan.shares.push_back(1.0 / h);
+          if (!chan.shares.empty()) chan.shares.push_back(1.0 / heads);
           chan.leg_stage.push_back(kEveryStage);
           chan.latency_us.push_back(leg_latency_us(sim, leg, true));
           net_latency = std::max(net_latency, chan.latency_us.back());
