@@ -113,9 +113,11 @@ bool Simulation::route_qp(QpIndex qp) {
   req.via = std::span<const fabric::NodeId>(via_.data() + c.via_begin, c.via_end - c.via_begin);
   req.relay = c.relay;
   req.port = c.port;
+  req.through_nics = c.through_nics;
   // A multipath NIC (EFA's SRD) spreads the QP itself over its entropies, across servers.
   const uint32_t paths = fabric_.server_of(req.sender()).nic_paths;
-  if (paths > 1 && fabric_.node(req.sender()).server != fabric_.node(c.dst).server) {
+  if (paths > 1 &&
+      (c.through_nics || fabric_.node(req.sender()).server != fabric_.node(c.dst).server)) {
     return routing::spread_over_entropies(router_, req, paths, spread_, entropy_);
   }
   return router_.spread(req, spread_);
@@ -363,12 +365,14 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
                spec.port,
                spec.traffic_class,
                spec.transport,
-               false};
+               false,
+               spec.through_nics && s.server == d.server};
   ROCESIM_CHECK(c.relay == fabric::kNone || fabric_.node(c.relay).server == s.server,
                 "a relay GPU must be on the sender's server");
   via_.insert(via_.end(), via.begin(), via.end());
   c.via_end = static_cast<uint32_t>(via_.size());
-  const bool nvlink = s.server == d.server && via.empty() && c.relay == fabric::kNone;
+  const bool nvlink =
+      s.server == d.server && via.empty() && c.relay == fabric::kNone && !c.through_nics;
   c.nvlink = nvlink;
   if (nvlink) {
     c.transport = network::Transport::Rdma;

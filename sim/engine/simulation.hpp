@@ -80,6 +80,10 @@ struct ConnectionSpec {
   /// TCP puts the connection's fabric traffic in the lossy class (inside a server it is NVLink
   /// whatever the transport).
   network::Transport transport = network::Transport::Rdma;
+  /// Between two GPUs of one server, go through their NICs and the fabric instead of the
+  /// server's own interconnect (NCCL's network transport inside a node, where the GPUs' NICs
+  /// are faster than the PCIe path between them).
+  bool through_nics = false;
 };
 
 /// One connection of a pipeline and the share of the pipeline's bytes it carries.
@@ -269,7 +273,8 @@ class Simulation {
     uint32_t port;
     network::TrafficClass traffic_class;
     network::Transport transport;
-    bool nvlink;  // inside one server: never routed through the fabric
+    bool nvlink;        // inside one server: never routed through the fabric
+    bool through_nics;  // between GPUs of one server, through their NICs and the fabric
   };
   struct Transfer {
     WorkloadId workload;

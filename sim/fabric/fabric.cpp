@@ -28,6 +28,10 @@ std::string_view role_name(SwitchRole r) {
       return "none";
     case SwitchRole::NvSwitch:
       return "nvswitch";
+    case SwitchRole::PcieSwitch:
+      return "pcie-switch";
+    case SwitchRole::Cpu:
+      return "cpu";
     case SwitchRole::Leaf:
       return "leaf";
     case SwitchRole::Rail:
@@ -48,6 +52,30 @@ std::string_view scale_up_name(ScaleUp s) {
       return "nvswitch";
     case ScaleUp::Mesh:
       return "mesh";
+    case ScaleUp::Pcie:
+      return "pcie";
+  }
+  return "?";
+}
+
+std::string_view cpu_kind_name(CpuKind c) {
+  switch (c) {
+    case CpuKind::IntelBroadwell:
+      return "intel-broadwell";
+    case CpuKind::IntelSkylake:
+      return "intel-skylake";
+    case CpuKind::IntelSapphireRapids:
+      return "intel-sapphire-rapids";
+    case CpuKind::IntelEmeraldRapids:
+      return "intel-emerald-rapids";
+    case CpuKind::AmdZen2:
+      return "amd-zen2";
+    case CpuKind::AmdZen4:
+      return "amd-zen4";
+    case CpuKind::AmdZen5:
+      return "amd-zen5";
+    case CpuKind::Arm:
+      return "arm";
   }
   return "?";
 }
@@ -192,6 +220,18 @@ void Fabric::validate(const SourceLocation& where) const {
                                           "number of NICs",
                                           s.index, s.gpus, s.nics));
     }
+    if (s.pcie_switches > 0 && (s.gpus % s.pcie_switches != 0 || s.nics % s.pcie_switches != 0 ||
+                                s.sockets == 0 || s.pcie_switches % s.sockets != 0)) {
+      throw InputError(where, fmt::format("server {} has {} GPUs, {} NICs, {} PCIe switches and {} "
+                                          "CPU sockets; each switch must hold as many GPUs and "
+                                          "NICs as the next, each socket as many switches",
+                                          s.index, s.gpus, s.nics, s.pcie_switches, s.sockets));
+    }
+    if (s.scale_up == ScaleUp::Pcie && s.pcie_switches == 0) {
+      throw InputError(where, fmt::format("server {} joins its GPUs over PCIe and has no PCIe "
+                                          "switch",
+                                          s.index));
+    }
   }
   // Every node must reach every other. Node 0 reaching all nodes forward and backward proves it
   // cheaply on the adjacency arrays; only when that fails are the strongly connected parts
@@ -253,6 +293,31 @@ void Fabric::seal_scale_up(const SourceLocation& where) {
           where, fmt::format("server {} ({} scale-up) has no link from '{}' to '{}'", s.index,
                              scale_up_name(s.scale_up), nodes_[a].name, nodes_[b].name));
     };
+    if (s.scale_up == ScaleUp::Pcie) {
+      // Each GPU's one link to its PCIe switch carries all it sends to its peers; the figures
+      // are those of the path from the first GPU to the second.
+      if (s.nvswitch != kNone) {
+        throw InputError(where,
+                         fmt::format("server {} is a PCIe server and has an NVSwitch", s.index));
+      }
+      std::vector<LinkId> path;
+      for (uint32_t i = 1; i < s.gpus; ++i) {
+        path.clear();
+        host_path(g0, g0 + i, path);
+        for (LinkId l : path) {
+          if (l == kNone) throw missing(g0, g0 + i);
+        }
+      }
+      path.clear();
+      host_path(g0, g0 + 1, path);
+      s.scale_up_links = 1;
+      s.scale_up_link_bandwidth = links_[path.front()].capacity;
+      s.scale_up_bandwidth = s.scale_up_link_bandwidth;
+      s.scale_up_latency = Time::zero();
+      for (LinkId l : path)
+        s.scale_up_latency += links_[l].latency;
+      continue;
+    }
     if (s.scale_up == ScaleUp::NvSwitch) {
       if (s.nvswitch == kNone || nodes_[s.nvswitch].role != SwitchRole::NvSwitch) {
         throw InputError(where,
@@ -309,11 +374,47 @@ void Fabric::scale_up_path(NodeId a, NodeId b, std::vector<LinkId>& out) const {
     out.push_back(l);
     return;
   }
+  if (s.scale_up == ScaleUp::Pcie) {
+    host_path(a, b, out);
+    return;
+  }
   const LinkId up = link_from_to(a, s.nvswitch);
   const LinkId down = link_from_to(s.nvswitch, b);
   ROCESIM_CHECK(up != kNone && down != kNone, "every GPU is cabled to its server's NVSwitch");
   out.push_back(up);
   out.push_back(down);
+}
+
+NodeId Fabric::pcie_switch_of(NodeId n) const {
+  const Node& x = nodes_.at(n);
+  const Server& s = servers_.at(x.server);
+  if (s.pcie_switches == 0) return kNone;
+  const uint32_t members = x.kind == NodeKind::Gpu ? s.gpus : s.nics;
+  return s.first_pcie_switch + x.local * s.pcie_switches / members;
+}
+
+NodeId Fabric::cpu_of_switch(NodeId pcie_switch) const {
+  const Server& s = servers_.at(nodes_.at(pcie_switch).server);
+  return s.first_cpu + (pcie_switch - s.first_pcie_switch) * s.sockets / s.pcie_switches;
+}
+
+void Fabric::host_path(NodeId a, NodeId b, std::vector<LinkId>& out) const {
+  ROCESIM_CHECK(a != b && nodes_.at(a).server == nodes_.at(b).server,
+                "a PCIe path joins two devices of one server");
+  if (const LinkId direct = link_from_to(a, b); direct != kNone) {
+    out.push_back(direct);
+    return;
+  }
+  const NodeId sa = pcie_switch_of(a), sb = pcie_switch_of(b);
+  ROCESIM_CHECK(sa != kNone && sb != kNone, "devices without a link of their own share PCIe");
+  out.push_back(link_from_to(a, sa));
+  if (sa != sb) {
+    const NodeId ca = cpu_of_switch(sa), cb = cpu_of_switch(sb);
+    out.push_back(link_from_to(sa, ca));
+    if (ca != cb) out.push_back(link_from_to(ca, cb));
+    out.push_back(link_from_to(cb, sb));
+  }
+  out.push_back(link_from_to(sb, b));
 }
 
 void Fabric::assign_addresses(const SourceLocation& where) {
@@ -372,7 +473,7 @@ void Fabric::seal(const SourceLocation& where) {
     if (node.kind != NodeKind::Nic) continue;
     nics_.push_back(v);
     for (LinkId l : out_links(v)) {
-      if (nodes_[links_[l].dst].kind == NodeKind::Switch) {
+      if (is_network_switch(nodes_[links_[l].dst])) {
         first_hop_[v] = links_[l].dst;
         break;
       }

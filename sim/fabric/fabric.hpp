@@ -40,7 +40,10 @@ enum class SwitchRole : uint8_t {
   Spine,        // cluster training switch (CTSW) / fat-tree aggregation
   Aggregation,  // aggregator training switch (ATSW) joining AI zones
   Core,         // fat-tree core
+  PcieSwitch,   // a PCIe switch inside a server: GPUs and NICs below it, a CPU socket above
+  Cpu,          // a CPU socket's PCIe root complex; sockets are joined by their links (UPI, xGMI)
 };
+inline constexpr size_t kSwitchRoles = 9;  // for arrays indexed by role
 
 std::string_view role_name(SwitchRole r);
 std::string_view kind_name(NodeKind k);
@@ -87,10 +90,32 @@ struct GpuSpec {
   Bandwidth memory_bandwidth = Bandwidth::gbps(3.35e12 * 8 / 1e9);
 };
 
+/// The host CPU of a server, as NCCL tells it apart (its topology's CPU vendor and model): it
+/// sets NCCL's figure for the link between sockets, whether GPUs use PCIe peer-to-peer through
+/// the CPU, and NCCL's LL throughput cap across nodes.
+enum class CpuKind : uint8_t {
+  IntelBroadwell,  // and older
+  IntelSkylake,    // Skylake to Ice Lake
+  IntelSapphireRapids,
+  IntelEmeraldRapids,  // and Granite Rapids, Sierra Forest
+  AmdZen2,             // Zen 1 and 2 (Naples, Rome)
+  AmdZen4,             // Zen 3 and 4 (Milan, Genoa)
+  AmdZen5,             // Turin
+  Arm,
+};
+std::string_view cpu_kind_name(CpuKind c);
+inline bool is_amd(CpuKind c) {
+  return c == CpuKind::AmdZen2 || c == CpuKind::AmdZen4 || c == CpuKind::AmdZen5;
+}
+inline bool is_intel(CpuKind c) {
+  return !is_amd(c) && c != CpuKind::Arm;
+}
+
 /// How the GPUs of a server reach each other: the server's scale-up domain.
 enum class ScaleUp : uint8_t {
   NvSwitch,  // one link per GPU to the server's NVSwitch node (NVLink): GPU -> NVSwitch -> GPU
   Mesh,      // one direct link per GPU pair (AMD Infinity Fabric / xGMI): GPU -> GPU
+  Pcie,      // no GPU interconnect: GPU -> PCIe switch [-> CPU [-> CPU] -> PCIe switch] -> GPU
 };
 std::string_view scale_up_name(ScaleUp s);
 
@@ -111,13 +136,28 @@ struct Server {
   uint32_t nic_paths = 1;  // paths its NICs spray a QP's packets over (EFA's SRD); 1: one
   uint32_t rack = kNone;
   uint32_t zone = kNone;
+  // PCIe switches (0: each GPU-NIC pair has its own PCIe link) and the CPU sockets above them:
+  // GPU i and NIC j sit below switch i * pcie_switches / gpus and j * pcie_switches / nics,
+  // switch k below socket k * sockets / pcie_switches.
+  uint32_t pcie_switches = 0;
+  NodeId first_pcie_switch = kNone;
+  uint32_t sockets = 0;
+  NodeId first_cpu = kNone;
+  CpuKind cpu = CpuKind::IntelSkylake;
 
   // Filled by Fabric::seal from the server's links; zero for a single-GPU server.
-  uint32_t scale_up_links = 0;          // a GPU's scale-up links: 1 (NVSwitch), gpus - 1 (mesh)
+  uint32_t scale_up_links = 0;  // a GPU's scale-up links: 1 (NVSwitch, PCIe), gpus - 1 (mesh)
   Bandwidth scale_up_link_bandwidth{};  // capacity (payload rate) of one, per direction
   Bandwidth scale_up_bandwidth{};       // of all of a GPU's scale-up links, per direction
   Time scale_up_latency{};              // wire latency of the path between two of its GPUs
 };
+
+/// A switch of the network (leaf, spine, ...), not one inside a server (NVSwitch, PCIe switch,
+/// CPU root complex).
+inline bool is_network_switch(const Node& n) {
+  return n.kind == NodeKind::Switch && n.role != SwitchRole::NvSwitch &&
+         n.role != SwitchRole::PcieSwitch && n.role != SwitchRole::Cpu;
+}
 
 /// Thrown by Fabric::reserve() when a fabric would not fit in this machine's memory;
 /// topology::build_topology() reports it as an InputError at the topology, with the estimate.
@@ -201,9 +241,17 @@ class Fabric {
   /// Scale-up bandwidth of a GPU per direction, as flows see it (payload): its link to the
   /// NVSwitch, or the sum of its gpus - 1 links in a mesh; zero on a single-GPU server.
   Bandwidth scale_up_bandwidth(NodeId gpu) const { return server_of(gpu).scale_up_bandwidth; }
-  /// Appends the links from GPU `a` to GPU `b` of the same server: GPU -> NVSwitch -> GPU, or
-  /// the pair's one direct link in a mesh.
+  /// Appends the links from GPU `a` to GPU `b` of the same server: GPU -> NVSwitch -> GPU, the
+  /// pair's one direct link in a mesh, or their PCIe path (host_path) in a PCIe server.
   void scale_up_path(NodeId a, NodeId b, std::vector<LinkId>& out) const;
+  /// Appends the PCIe links from `a` to `b`, each a GPU or a NIC of one server: their own link
+  /// where they have one, else up from `a` to its PCIe switch and, where `b` is below another,
+  /// on to its CPU socket, the other socket where `b`'s switch hangs off another, and down.
+  void host_path(NodeId a, NodeId b, std::vector<LinkId>& out) const;
+  /// The PCIe switch a GPU or NIC sits below; kNone where its server has none.
+  NodeId pcie_switch_of(NodeId n) const;
+  /// The CPU socket a PCIe switch hangs off.
+  NodeId cpu_of_switch(NodeId pcie_switch) const;
   /// All NICs, in node order.
   std::span<const NodeId> nics() const { return nics_; }
   /// The switch a NIC's first fabric link leads to.

@@ -57,7 +57,7 @@ NodeId select_gpu(const ConfigNode& v, const Fabric& f) {
 
 NodeId select_switch(const ConfigNode& v, const Fabric& f) {
   const NodeId n = v.is_scalar() ? f.find(v.value()) : kNone;
-  if (n == kNone || f.node(n).kind != NodeKind::Switch || f.node(n).role == SwitchRole::NvSwitch) {
+  if (n == kNone || !is_network_switch(f.node(n))) {
     throw InputError(v.where(), v.path(), "the name of a fabric switch, such as 'spine3'",
                      v.is_scalar() ? fmt::format("'{}', which is not a fabric switch", v.value())
                                    : v.describe());

@@ -16,7 +16,7 @@ namespace {
 constexpr double kEmpty = 1e-6;  // bytes: a queue holding less is empty
 
 bool fabric_switch(const fabric::Node& n) {
-  return n.kind == fabric::NodeKind::Switch && n.role != fabric::SwitchRole::NvSwitch;
+  return fabric::is_network_switch(n);
 }
 
 // 802.1Qbb headroom of a link's receiver (MODELS.md 2.2): what arrives after it decides to send

@@ -97,7 +97,7 @@ struct FluidConfig {
   double lossy_limit = 0;         // bytes, a fixed cap on a lossy egress queue; 0: none
   double watchdog = 0.2;          // s: a pause longer than this is a PFC storm
   // Per switch role (index: fabric::SwitchRole).
-  std::array<EcnProfile, 7> ecn{};
+  std::array<EcnProfile, fabric::kSwitchRoles> ecn{};
   DcqcnConfig dcqcn{};
   TcpConfig tcp{};
 };

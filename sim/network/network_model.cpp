@@ -44,10 +44,7 @@ void merge_routes(const fabric::Fabric& f, const FlowSpec& spec, std::vector<dou
   // In link order: a solver walking the union of a pipeline over thousands of GPUs then reads
   // its link table front to back rather than at random (10% of a large training step).
   std::sort(links.begin(), links.end());
-  auto fabric_switch = [&](fabric::NodeId n) {
-    const fabric::Node& x = f.node(n);
-    return x.kind == fabric::NodeKind::Switch && x.role != fabric::SwitchRole::NvSwitch;
-  };
+  auto fabric_switch = [&](fabric::NodeId n) { return fabric::is_network_switch(f.node(n)); };
   bool all_one = true;
   for (const fabric::LinkId l : links) {
     double w = scratch[l];

@@ -76,7 +76,8 @@ bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
     cache_time_ = now;
   }
   const fabric::NodeId sender = req.sender();
-  const bool fabric_path = req.via.empty() && f.node(sender).server != f.node(req.dst).server;
+  const bool fabric_path =
+      req.via.empty() && (req.through_nics || f.node(sender).server != f.node(req.dst).server);
   const fabric::NodeId first = fabric_path ? f.first_hop_switch(f.nic_of_gpu(sender, req.port)) : 0;
   const fabric::NodeId last = fabric_path ? f.first_hop_switch(f.nic_of_gpu(req.dst, req.port)) : 0;
   const uint64_t key = (static_cast<uint64_t>(first) << 32) | last;

@@ -18,7 +18,7 @@ struct EcmpConfig {
   bool hash_dst_qpn = false;  // enhanced ECMP: UDF hashing of the BTH destination QP
   uint64_t seed = 1;
   /// 16-bit window offset per switch role (indexed by fabric::SwitchRole).
-  std::array<unsigned, 7> offset{};
+  std::array<unsigned, fabric::kSwitchRoles> offset{};
 };
 
 /// The member each switch takes for a header: the per-switch seed and per-role window of

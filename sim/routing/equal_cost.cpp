@@ -8,7 +8,7 @@ EqualCostTable::EqualCostTable(const fabric::Fabric& f)
     : f_(f), index_(f.node_count(), fabric::kNone) {
   for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
     const fabric::Node& node = f.node(n);
-    if (node.kind == fabric::NodeKind::Switch && node.role != fabric::SwitchRole::NvSwitch) {
+    if (fabric::is_network_switch(node)) {
       index_[n] = static_cast<uint32_t>(switches_.size());
       switches_.push_back(n);
     }

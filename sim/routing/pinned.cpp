@@ -5,7 +5,7 @@ namespace rocesim::routing {
 PinnedRouter::PinnedRouter(const fabric::Fabric& f) : walker_(f), slice_(f.node_count(), 0) {
   // Host ports in port (link) order: the links from a switch to NICs.
   for (fabric::NodeId s = 0; s < f.node_count(); ++s) {
-    if (f.node(s).kind != fabric::NodeKind::Switch) continue;
+    if (!fabric::is_network_switch(f.node(s))) continue;
     uint32_t port = 0;
     for (const fabric::LinkId l : f.out_links(s)) {
       const fabric::NodeId n = f.link(l).dst;

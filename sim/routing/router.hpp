@@ -40,6 +40,9 @@ struct RouteRequest {
   /// Which of its NICs the sending GPU (the relay under PXN) sends by and the receiver receives
   /// by, where GPUs own several (Server::nics_per_gpu()); 0 otherwise.
   uint32_t port = 0;
+  /// Two GPUs of one server that talk through their NICs and the fabric (NCCL's network
+  /// transport inside a node) rather than through the server's interconnect.
+  bool through_nics = false;
   /// The GPU whose NIC sends: the relay under PXN, else the sender.
   fabric::NodeId sender() const { return relay != fabric::kNone && relay != src ? relay : src; }
 };
@@ -182,7 +185,7 @@ bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   const fabric::Node& s = f_.node(req.src);
   const fabric::Node& d = f_.node(req.dst);
   ROCESIM_CHECK(req.src != req.dst, "a flow needs two different GPUs");
-  if (s.server == d.server && req.via.empty() && req.relay == fabric::kNone) {
+  if (s.server == d.server && req.via.empty() && req.relay == fabric::kNone && !req.through_nics) {
     f_.scale_up_path(req.src, req.dst, out);  // through the NVSwitch, or one mesh link
     return true;
   }
@@ -194,7 +197,7 @@ bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   }
   const fabric::NodeId src_nic = f_.nic_of_gpu(sender, req.port);
   const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst, req.port);
-  out.push_back(link_between(sender, src_nic));
+  f_.host_path(sender, src_nic, out);
   fabric::NodeId at = f_.first_hop_switch(src_nic);
   // The host links have no alternative: a NIC whose cable is down is cut off.
   const fabric::LinkId uplink = link_between(src_nic, at);
@@ -218,7 +221,7 @@ bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
   const fabric::LinkId downlink = link_between(last, dst_nic);
   if (!usable(downlink)) return false;
   out.push_back(downlink);
-  out.push_back(link_between(dst_nic, req.dst));
+  f_.host_path(dst_nic, req.dst, out);
   return true;
 }
 

@@ -60,9 +60,8 @@ const ParamTable kEventTable{
 /// A node of the fabric that a cable may end at: a fabric switch or a NIC.
 fabric::NodeId cable_end(const ConfigNode& v, const fabric::Fabric& f) {
   const fabric::NodeId n = v.is_scalar() ? f.find(v.value()) : fabric::kNone;
-  const bool ok = n != fabric::kNone && ((f.node(n).kind == fabric::NodeKind::Switch &&
-                                          f.node(n).role != fabric::SwitchRole::NvSwitch) ||
-                                         f.node(n).kind == fabric::NodeKind::Nic);
+  const bool ok = n != fabric::kNone &&
+                  (fabric::is_network_switch(f.node(n)) || f.node(n).kind == fabric::NodeKind::Nic);
   if (!ok) {
     throw InputError(
         v.where(), v.path(), "the name of a fabric switch or a NIC, such as 'leaf0'",

@@ -128,10 +128,12 @@ constexpr Param kServerParams[] = {
      .type = ParamType::Choice,
      .fallback = "nvswitch",
      .help = "how the GPUs of a server reach each other: nvswitch (NVIDIA NVLink: one link of "
-             "nvlink_bandwidth per GPU to a non-blocking NVSwitch, GPU -> NVSwitch -> GPU) or "
+             "nvlink_bandwidth per GPU to a non-blocking NVSwitch, GPU -> NVSwitch -> GPU), "
              "mesh (AMD Infinity Fabric / xGMI: one direct link of xgmi_link_bandwidth per GPU "
-             "pair, gpus - 1 per GPU, GPU -> GPU)",
-     .choices = "nvswitch|mesh"},
+             "pair, gpus - 1 per GPU, GPU -> GPU) or pcie (no GPU interconnect: GPU -> PCIe "
+             "switch -> GPU below one switch, through the CPU sockets between switches; needs "
+             "pcie_switches)",
+     .choices = "nvswitch|mesh|pcie"},
     {.key = "nvlink_bandwidth",
      .type = ParamType::Bandwidth,
      .fallback = "450GB/s",
@@ -191,8 +193,62 @@ constexpr Param kServerParams[] = {
     {.key = "pcie_latency",
      .type = ParamType::Time,
      .fallback = "500ns",
-     .help = "one-way GPU-to-NIC latency through the PCIe switch",
+     .help = "one-way GPU-to-NIC latency through the PCIe switch (with pcie_switches, half on "
+             "each side of the switch, and half again from a switch to its CPU socket)",
      .check = Check::NonNegative},
+    {.key = "pcie_switches",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "PCIe switches per server; GPU i sits below switch i * pcie_switches / gpus and NIC "
+             "j below j * pcie_switches / nics, so a GPU's traffic to its NIC crosses its switch "
+             "and shares its links, and with scale_up: pcie its traffic to other GPUs too; a "
+             "divisor of gpus and of nics. 0: each GPU-NIC pair has its own PCIe link",
+     .check = Check::NonNegative,
+     .max = 64},
+    {.key = "gpu_pcie_bandwidth",
+     .type = ParamType::Bandwidth,
+     .help = "payload bandwidth per direction of a GPU's own PCIe link to its switch "
+             "(pcie_switches > 0), where the GPU's PCIe differs from the NIC's (L40S: Gen4 x16 "
+             "behind Gen5 switches); default: pcie_bandwidth",
+     .check = Check::Positive,
+     .optional = true},
+    {.key = "pcie_uplink_bandwidth",
+     .type = ParamType::Bandwidth,
+     .help = "payload bandwidth per direction of a PCIe switch's link to its CPU socket "
+             "(pcie_switches > 0); default: pcie_bandwidth",
+     .check = Check::Positive,
+     .optional = true},
+    {.key = "sockets",
+     .type = ParamType::Integer,
+     .fallback = "2",
+     .help = "CPU sockets per server, switch k hanging off socket k * sockets / pcie_switches; "
+             "a divisor of pcie_switches (pcie_switches > 0)",
+     .check = Check::Positive,
+     .max = 8},
+    {.key = "cpu_link_bandwidth",
+     .type = ParamType::Bandwidth,
+     .fallback = "76.8GB/s",
+     .help = "bandwidth per direction between two CPU sockets (Intel UPI, AMD Infinity "
+             "Fabric), crossed by traffic between PCIe switches of different sockets; default: "
+             "two UPI 2.0 links at 16 GT/s (Sapphire Rapids), 38.4GB/s each",
+     .check = Check::Positive},
+    {.key = "cpu_link_latency",
+     .type = ParamType::Time,
+     .fallback = "50ns",
+     .help = "one-way latency added by crossing from one CPU socket to the other (a remote "
+             "socket's memory costs some 40-50 ns more than the local one's)",
+     .check = Check::NonNegative},
+    {.key = "cpu",
+     .type = ParamType::Choice,
+     .fallback = "intel-skylake",
+     .help = "the host CPU as NCCL tells it apart, which sets NCCL's figure for the link "
+             "between sockets (intel-broadwell 6, intel-skylake 10 for Skylake to Ice Lake, "
+             "intel-sapphire-rapids 22, intel-emerald-rapids 40 for Emerald and Granite Rapids, "
+             "amd-zen2 16 for Zen 1-2, amd-zen4 24 for Zen 3-4, amd-zen5 32, arm 6 GB/s), the "
+             "extra bandwidth its search reserves through an Intel root complex, and NCCL's LL "
+             "throughput cap across nodes (AMD or not)",
+     .choices = "intel-broadwell|intel-skylake|intel-sapphire-rapids|intel-emerald-rapids|"
+                "amd-zen2|amd-zen4|amd-zen5|arm"},
 };
 
 // The keys of each kind of scale-up domain.
@@ -225,8 +281,8 @@ std::string_view set_away_from_default(const ParamReader& r, const ScaleUpKeys& 
 const ParamTable& server_table() {
   static const ParamTable table{
       "node",
-      "The inside of each server: GPUs, their scale-up domain (an NVSwitch or an xGMI mesh), "
-      "NICs and PCIe.",
+      "The inside of each server: GPUs, their scale-up domain (an NVSwitch, an xGMI mesh or "
+      "PCIe alone), NICs, PCIe switches and CPU sockets.",
       kServerParams};
   return table;
 }
@@ -264,14 +320,24 @@ ServerSpec read_server(const ParamReader& r) {
   s.nic_efficiency = r.number("nic_efficiency");
   s.net_latency = r.time("net_latency");
   s.nic_paths = r.integer_as<uint32_t>("nic_paths");
-  s.scale_up = r.choice("scale_up") == "mesh" ? fabric::ScaleUp::Mesh : fabric::ScaleUp::NvSwitch;
+  const std::string scale_up = r.choice("scale_up");
+  s.scale_up = scale_up == "mesh"   ? fabric::ScaleUp::Mesh
+               : scale_up == "pcie" ? fabric::ScaleUp::Pcie
+                                    : fabric::ScaleUp::NvSwitch;
+  // The keys of the other kinds of scale-up domain would be ignored.
   const bool mesh = s.scale_up == fabric::ScaleUp::Mesh;
-  if (const std::string_view key = set_away_from_default(r, mesh ? kNvlinkKeys : kXgmiKeys);
-      !key.empty()) {
+  const bool pcie_only = s.scale_up == fabric::ScaleUp::Pcie;
+  for (const bool nvlink_keys : {true, false}) {
+    if (nvlink_keys ? s.scale_up == fabric::ScaleUp::NvSwitch : mesh) continue;
+    const std::string_view key = set_away_from_default(r, nvlink_keys ? kNvlinkKeys : kXgmiKeys);
+    if (key.empty()) continue;
     r.fail(key,
-           mesh ? "no NVLink value with scale_up: mesh (the mesh's links are set by "
-                  "xgmi_link_bandwidth, xgmi_efficiency and xgmi_latency)"
-                : "no xGMI value with scale_up: nvswitch (set scale_up: mesh for an xGMI mesh)",
+           pcie_only ? fmt::format("no {} value with scale_up: pcie (a PCIe server has no GPU "
+                                   "interconnect)",
+                                   nvlink_keys ? "NVLink" : "xGMI")
+           : mesh    ? "no NVLink value with scale_up: mesh (the mesh's links are set by "
+                       "xgmi_link_bandwidth, xgmi_efficiency and xgmi_latency)"
+                  : "no xGMI value with scale_up: nvswitch (set scale_up: mesh for an xGMI mesh)",
            fmt::format("{}: {}", key, r.self().find(key)->value()));
   }
   s.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
@@ -295,6 +361,43 @@ ServerSpec read_server(const ParamReader& r) {
   }
   s.pcie_bandwidth = r.has("pcie_bandwidth") ? r.bandwidth("pcie_bandwidth") : pcie.payload();
   s.pcie_latency = r.time("pcie_latency");
+  s.pcie_switches = r.integer_as<uint32_t>("pcie_switches");
+  s.sockets = r.integer_as<uint32_t>("sockets");
+  s.gpu_pcie_bandwidth =
+      r.has("gpu_pcie_bandwidth") ? r.bandwidth("gpu_pcie_bandwidth") : s.pcie_bandwidth;
+  s.pcie_uplink_bandwidth =
+      r.has("pcie_uplink_bandwidth") ? r.bandwidth("pcie_uplink_bandwidth") : s.pcie_bandwidth;
+  s.cpu_link_bandwidth = r.bandwidth("cpu_link_bandwidth");
+  s.cpu_link_latency = r.time("cpu_link_latency");
+  const std::string cpu = r.choice("cpu");
+  for (fabric::CpuKind c :
+       {fabric::CpuKind::IntelBroadwell, fabric::CpuKind::IntelSkylake,
+        fabric::CpuKind::IntelSapphireRapids, fabric::CpuKind::IntelEmeraldRapids,
+        fabric::CpuKind::AmdZen2, fabric::CpuKind::AmdZen4, fabric::CpuKind::AmdZen5,
+        fabric::CpuKind::Arm}) {
+    if (fabric::cpu_kind_name(c) == cpu) s.cpu = c;
+  }
+  if (s.scale_up == fabric::ScaleUp::Pcie && s.pcie_switches == 0) {
+    r.fail("pcie_switches",
+           "at least 1 with scale_up: pcie (its GPUs reach each other through "
+           "their PCIe switches)",
+           "0");
+  }
+  if (s.pcie_switches > 0) {
+    if (s.gpus % s.pcie_switches != 0 || s.nics % s.pcie_switches != 0) {
+      r.fail("pcie_switches",
+             fmt::format("a divisor of gpus ({}) and of nics ({}): as many GPUs and NICs below "
+                         "each switch",
+                         s.gpus, s.nics),
+             std::to_string(s.pcie_switches));
+    }
+    if (s.pcie_switches % s.sockets != 0) {
+      r.fail("sockets",
+             fmt::format("a divisor of pcie_switches ({}): as many switches on each socket",
+                         s.pcie_switches),
+             std::to_string(s.sockets));
+    }
+  }
   return s;
 }
 
@@ -362,7 +465,7 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
                     spec.xgmi_link_bandwidth);
       }
     }
-  } else if (spec.gpus > 1) {
+  } else if (spec.has_nvswitch()) {
     s.nvswitch = f.add_node(Node{.kind = NodeKind::Switch,
                                  .role = fabric::SwitchRole::NvSwitch,
                                  .server = index,
@@ -373,11 +476,54 @@ uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, ui
                   spec.nvlink_bandwidth);
     }
   }
-  // PCIe: a cable per GPU to the NIC it uses, or per NIC to the GPU that owns it.
-  for (uint32_t i = 0; i < std::max(spec.gpus, spec.nics); ++i) {
-    const uint32_t gpu = spec.nics > spec.gpus ? i / (spec.nics / spec.gpus) : i;
-    const uint32_t nic = spec.nics > spec.gpus ? i : i / (spec.gpus / spec.nics);
-    f.add_cable(s.first_gpu + gpu, s.first_nic + nic, spec.pcie_bandwidth, spec.pcie_latency);
+  s.cpu = spec.cpu;
+  if (spec.pcie_switches == 0) {
+    // PCIe: a cable per GPU to the NIC it uses, or per NIC to the GPU that owns it.
+    for (uint32_t i = 0; i < std::max(spec.gpus, spec.nics); ++i) {
+      const uint32_t gpu = spec.nics > spec.gpus ? i / (spec.nics / spec.gpus) : i;
+      const uint32_t nic = spec.nics > spec.gpus ? i : i / (spec.gpus / spec.nics);
+      f.add_cable(s.first_gpu + gpu, s.first_nic + nic, spec.pcie_bandwidth, spec.pcie_latency);
+    }
+  } else {
+    // A PCIe tree: sockets joined pairwise, switches on their sockets, GPUs and NICs below their
+    // switches. pcie_latency is GPU -> switch -> NIC, half on each link.
+    s.pcie_switches = spec.pcie_switches;
+    s.sockets = spec.sockets;
+    const Time half = Time::ps(spec.pcie_latency.count_ps() / 2);
+    for (uint32_t k = 0; k < spec.sockets; ++k) {
+      const fabric::NodeId c = f.add_node(Node{.kind = NodeKind::Switch,
+                                               .role = fabric::SwitchRole::Cpu,
+                                               .server = index,
+                                               .local = k,
+                                               .zone = zone,
+                                               .name = fmt::format("node{}/cpu{}", index, k)});
+      if (k == 0) s.first_cpu = c;
+    }
+    for (uint32_t a = 0; a < spec.sockets; ++a) {
+      for (uint32_t b = a + 1; b < spec.sockets; ++b) {
+        f.add_cable(s.first_cpu + a, s.first_cpu + b, spec.cpu_link_bandwidth,
+                    spec.cpu_link_latency);
+      }
+    }
+    for (uint32_t k = 0; k < spec.pcie_switches; ++k) {
+      const fabric::NodeId p = f.add_node(Node{.kind = NodeKind::Switch,
+                                               .role = fabric::SwitchRole::PcieSwitch,
+                                               .server = index,
+                                               .local = k,
+                                               .zone = zone,
+                                               .name = fmt::format("node{}/pcie{}", index, k)});
+      if (k == 0) s.first_pcie_switch = p;
+      f.add_cable(p, s.first_cpu + k * spec.sockets / spec.pcie_switches,
+                  spec.pcie_uplink_bandwidth, half);
+    }
+    for (uint32_t i = 0; i < spec.gpus; ++i) {
+      f.add_cable(s.first_gpu + i, s.first_pcie_switch + i * spec.pcie_switches / spec.gpus,
+                  spec.gpu_pcie_bandwidth, half);
+    }
+    for (uint32_t j = 0; j < spec.nics; ++j) {
+      f.add_cable(s.first_nic + j, s.first_pcie_switch + j * spec.pcie_switches / spec.nics,
+                  spec.pcie_bandwidth, half);
+    }
   }
   f.add_server(s);
   return index;

@@ -7,7 +7,13 @@
 //  * nvswitch: an NVLink domain modelled as one non-blocking NVSwitch with a link of
 //    `nvlink_bandwidth` each way per GPU (GPU -> NVSwitch -> GPU), or
 //  * mesh: AMD Infinity Fabric (xGMI), one direct cable of `xgmi_link_bandwidth` each way per GPU
-//    pair, so each GPU has gpus - 1 links and a GPU pair exactly one (GPU -> GPU).
+//    pair, so each GPU has gpus - 1 links and a GPU pair exactly one (GPU -> GPU), or
+//  * pcie: none; GPUs reach each other through their PCIe switches, and between switches through
+//    the CPU sockets' root complexes and the link between sockets.
+// With `pcie_switches` > 0 the server's PCIe is a tree: GPUs and NICs below their switches (in
+// index order, as many below each), each switch's uplink to its CPU socket, the sockets joined
+// pairwise by `cpu_link_bandwidth`; a GPU's traffic to its NIC then crosses its switch. Without,
+// each GPU-NIC pair has a PCIe link of its own.
 #pragma once
 
 #include <algorithm>
@@ -39,6 +45,13 @@ struct ServerSpec {
   Time xgmi_latency{};
   Bandwidth pcie_bandwidth = Bandwidth::gbps(400);  // payload rate per direction
   Time pcie_latency{};
+  uint32_t pcie_switches = 0;  // 0: a PCIe link per GPU-NIC pair, no switch
+  uint32_t sockets = 2;
+  Bandwidth gpu_pcie_bandwidth = Bandwidth::gbps(400);     // a GPU's link to its switch
+  Bandwidth pcie_uplink_bandwidth = Bandwidth::gbps(400);  // switch to CPU, payload, per direction
+  Bandwidth cpu_link_bandwidth = Bandwidth::gbps(400);     // between two sockets, per direction
+  Time cpu_link_latency{};
+  fabric::CpuKind cpu = fabric::CpuKind::IntelSkylake;
 
   /// Capacity of a NIC's cable as flows see it: the line rate times the framing's payload share
   /// times the NIC efficiency.
@@ -52,7 +65,7 @@ struct ServerSpec {
   Bandwidth nvlink_payload_rate() const { return scale(nvlink_bandwidth, nvlink_efficiency); }
   /// Capacity of one xGMI link (one GPU pair, one direction) as flows see it.
   Bandwidth xgmi_payload_rate() const { return scale(xgmi_link_bandwidth, xgmi_efficiency); }
-  /// Whether the GPUs share an NVSwitch node (not a mesh, and more than one GPU).
+  /// Whether the GPUs share an NVSwitch node (scale_up: nvswitch, and more than one GPU).
   bool has_nvswitch() const { return scale_up == fabric::ScaleUp::NvSwitch && gpus > 1; }
 
  private:
@@ -68,16 +81,20 @@ ServerSpec read_server(const ParamReader& node_section);
 /// registers it. Returns the index of the server; its NICs are `fabric.servers()[i].first_nic + k`.
 uint32_t add_server(fabric::Fabric& f, const ServerSpec& spec, uint32_t rack, uint32_t zone);
 /// Nodes and directed links one server adds (for Fabric::reserve); its NIC cables not included.
-/// PCIe: 2 per GPU and NIC pair; NVSwitch: 2 per GPU; mesh: gpus (gpus - 1), one per ordered GPU
-/// pair.
+/// PCIe: 2 per GPU and NIC pair, or with switches 2 per GPU, NIC and switch and 2 per socket
+/// pair; NVSwitch: 2 per GPU; mesh: gpus (gpus - 1), one per ordered GPU pair.
 inline size_t server_nodes(const ServerSpec& s) {
-  return s.gpus + s.nics + (s.has_nvswitch() ? 1 : 0);
+  return s.gpus + s.nics + (s.has_nvswitch() ? 1 : 0) +
+         (s.pcie_switches > 0 ? s.pcie_switches + s.sockets : 0);
 }
 inline size_t server_links(const ServerSpec& s) {
   const size_t scale_up = s.scale_up == fabric::ScaleUp::Mesh ? size_t{s.gpus} * (s.gpus - 1)
-                          : s.gpus > 1                        ? 2 * size_t{s.gpus}
+                          : s.has_nvswitch()                  ? 2 * size_t{s.gpus}
                                                               : 0;
-  return 2 * size_t{std::max(s.gpus, s.nics)} + scale_up;
+  const size_t pcie = s.pcie_switches > 0 ? 2 * size_t{s.gpus + s.nics + s.pcie_switches} +
+                                                size_t{s.sockets} * (s.sockets - 1)
+                                          : 2 * size_t{std::max(s.gpus, s.nics)};
+  return pcie + scale_up;
 }
 
 /// Per-role switch settings shared by builders: forwarding latency, buffer, and the ASIC's

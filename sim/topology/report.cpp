@@ -15,10 +15,10 @@ std::string node_role(const fabric::Node& n) {
 }
 
 // Tier used for subscription and bisection: NICs sit at 0, switches at their tier. GPUs and
-// NVSwitches are inside servers and take no part.
+// the switches inside servers (NVSwitch, PCIe, CPU) take no part.
 int fabric_tier(const fabric::Node& n) {
   if (n.kind == fabric::NodeKind::Nic) return 0;
-  if (n.kind == fabric::NodeKind::Switch && n.role != fabric::SwitchRole::NvSwitch) return n.tier;
+  if (fabric::is_network_switch(n)) return n.tier;
   return -1;
 }
 }  // namespace

@@ -1375,5 +1375,91 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
   }
 }
 
+// ---- PCIe servers (scale_up: pcie) ----
+
+/// One server of 4 GPUs without NVLink: 2 PCIe switches (GPUs 2k, 2k + 1 and NIC k below switch
+/// k), switch k on CPU socket k; GPU links 24 GB/s, NIC and uplink PCIe 48 GB/s, 400G NICs.
+std::string pcie_server(const std::string& cpu, const std::string& cpu_link) {
+  return fmt::format(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 1
+  node: {{gpus: 4, nics: 2, scale_up: pcie, pcie_switches: 2, sockets: 2, cpu: {},
+         gpu_pcie_bandwidth: 24GB/s, pcie_bandwidth: 48GB/s, cpu_link_bandwidth: {},
+         nic_speed: 400Gbps}}
+  leaf: {{uplinks: 2}}
+  spine: {{count: 1}}
+)",
+                     cpu, cpu_link);
+}
+
+TEST(NcclPcie, CrossSocketHopsGoThroughTheNicsWhereNcclsPathFigureIsSlower) {
+  // ncclTopoCheckNet: GPUs a and b talk through their NICs when each GPU's path to its NIC is
+  // faster than the path between them. A GPU's NIC path: min(24 GB/s GPU link, 48 PCIe, 48.8
+  // NIC payload) = 24. Below one switch (0 -> 1) the path is the two GPU links, 24: not slower,
+  // PCIe. Across sockets (1 -> 2) it includes the link between them at NCCL's figure for the
+  // CPU: Sapphire Rapids 22 < 24, the NICs; Emerald Rapids 40, PCIe (24).
+  for (const auto& [cpu, net] : std::vector<std::pair<std::string, bool>>{
+           {"intel-sapphire-rapids", true}, {"intel-emerald-rapids", false}}) {
+    const fabric::Fabric f = test::fabric_from_yaml(pcie_server(cpu, "76.8GB/s").substr(10));
+    const std::vector<fabric::NodeId> g(f.gpus().begin(), f.gpus().end());
+    EXPECT_DOUBLE_EQ(nic_path_gbytes(f, g[1]), 24.0);
+    EXPECT_FALSE(net_inside_server(f, g[0], g[1])) << cpu;
+    EXPECT_EQ(net_inside_server(f, g[1], g[2]), net) << cpu;
+    EXPECT_EQ(net_inside_server(f, g[3], g[0]), net) << cpu;
+    const Communicator comm(f, g);
+    ASSERT_TRUE(comm.pcie());
+    const std::vector<Edge> ring = comm.ring(0, false);
+    ASSERT_EQ(ring.size(), 4u);
+    EXPECT_FALSE(ring[0].network);           // 0 -> 1
+    EXPECT_EQ(ring[1].network, net) << cpu;  // 1 -> 2
+    EXPECT_FALSE(ring[2].network);           // 2 -> 3
+    EXPECT_EQ(ring[3].network, net) << cpu;  // 3 -> 0
+  }
+}
+
+TEST(NcclPcie, AllReduceOnOneServerRunsAtItsNarrowestPcieLinks) {
+  // NCCL's graph: one ring at min(24, 22) GB/s (Sapphire Rapids), below 25 so not duplicated:
+  // 2 channels. Each channel's ring crosses every GPU's link once each way, so the 2 channels
+  // share the 24 GB/s links: B = 24 GB/s for the ring, the cross-socket hops going through NICs
+  // and the leaf (48 GB/s and more). Ring/Simple AllReduce of S = 256 MiB with NCCL's latencies
+  // off: 2 (n - 1) / n x S / B = 1.5 x 256 MiB / 24 GB/s = 16.777 ms plus the pipeline's fill
+  // (under 1 %).
+  // With Emerald Rapids NCCL keeps the cross-socket hops on PCIe, through the sockets' link;
+  // physically 10 GB/s here, both channels crossing it each way: B = 10 GB/s, 40.265 ms.
+  const double s = 256 * kMiB, bound24 = 1.5 * s / 24e9, bound10 = 1.5 * s / 10e9;
+  const Figures net = run_one(pcie_server("intel-sapphire-rapids", "10GB/s"), kNoNcclLatency,
+                              "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: Ring}");
+  EXPECT_EQ(net["channels"], 2);
+  EXPECT_GE(net.seconds, bound24);
+  EXPECT_NEAR(net.seconds, bound24, 0.01 * bound24);
+  const Figures cpu = run_one(pcie_server("intel-emerald-rapids", "10GB/s"), kNoNcclLatency,
+                              "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: Ring}");
+  EXPECT_GE(cpu.seconds, bound10);
+  EXPECT_NEAR(cpu.seconds, bound10, 0.01 * bound10);
+}
+
+TEST(NcclPcie, NoLl128WithoutNvlinkUnlessNcclProtoNamesIt) {
+  // tuning.cc enables LL128 by default only where the graph's intra-node path is NVLink
+  // (typeIntra <= PATH_NVB); a list in NCCL_PROTO enables what it allows outright. The PCI
+  // row of hwLat prices the hops inside the node: Ring/Simple 5.7 us against NVLink's 3.4.
+  for (const char* bytes : {"64KiB", "1MiB", "16MiB", "256MiB"}) {
+    const Figures f = run_one(pcie_server("intel-sapphire-rapids", "76.8GB/s"), "",
+                              fmt::format("collective: allreduce, bytes: {}", bytes));
+    EXPECT_NE(f.notes.at("protocol"), "LL128") << bytes;
+  }
+  const Figures forced =
+      run_one(pcie_server("intel-sapphire-rapids", "76.8GB/s"), "",
+              "collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: Ring, NCCL_PROTO: LL128}");
+  EXPECT_EQ(forced.notes.at("protocol"), "LL128");
+  TuningInput in;
+  in.nranks = 4;
+  const TuningTables& t = tuning_tables("newest");
+  EXPECT_DOUBLE_EQ(hop_latency_us(t, in, Algorithm::Ring, Protocol::Simple, false), 3.4);
+  in.pci_intra = true;
+  EXPECT_DOUBLE_EQ(hop_latency_us(t, in, Algorithm::Ring, Protocol::Simple, false), 5.7);
+  EXPECT_DOUBLE_EQ(hop_latency_us(t, in, Algorithm::Tree, Protocol::LL, false), 1.0);
+}
+
 }  // namespace
 }  // namespace rocesim::collectives::nccl

@@ -222,6 +222,83 @@ TEST(MeshScaleUp, EachPeerHasItsOwnLink) {
   }
 }
 
+// ---- PCIe servers ----
+
+TEST(PcieScaleUp, GpusReachEachOtherThroughTheirSwitchesAndSockets) {
+  // 8 GPUs, 4 NICs, 4 PCIe switches (GPUs 2k, 2k + 1 and NIC k below switch k), 2 sockets
+  // (switches 0, 1 on socket 0). Per server 8 + 4 + 4 + 2 = 18 nodes and 2 (8 + 4 + 4) + 2 = 34
+  // links; two servers, a leaf with 16 uplinks and a spine:
+  //   nodes = 2 x 18 + 2 = 38,  links = 2 x 34 + 2 x 2 x 4 (NIC cables) + 2 x 16 = 116.
+  // Paths: below one switch 2 links, across switches of a socket 4 (through its root complex),
+  // across sockets 5. A GPU reaches its NIC through its switch, sharing the switch's link to the
+  // NIC with its neighbour. Latencies: pcie_latency 500 ns is GPU -> switch -> NIC, 250 ns a
+  // link; 250 ns again to the socket; 50 ns between sockets.
+  const Fabric f = test::fabric_from_yaml(two_servers(
+      8, ", nics: 4, scale_up: pcie, pcie_switches: 4, sockets: 2, gpu_pcie_bandwidth: 24GB/s"));
+  EXPECT_EQ(f.node_count(), 38u);
+  EXPECT_EQ(f.link_count(), 116u);
+  const fabric::Server& s = f.servers()[1];
+  EXPECT_EQ(s.scale_up, fabric::ScaleUp::Pcie);
+  EXPECT_EQ(s.nvswitch, fabric::kNone);
+  EXPECT_EQ(s.scale_up_links, 1u);
+  EXPECT_DOUBLE_EQ(s.scale_up_bandwidth.bytes_per_second(), 24e9);
+  EXPECT_EQ(s.scale_up_latency, Time::ns(500));
+  const auto gpu = [&](int i) { return f.find(fmt::format("node1/gpu{}", i)); };
+  std::vector<LinkId> path;
+  const auto hops = [&](NodeId a, NodeId b) {
+    path.clear();
+    f.scale_up_path(a, b, path);
+    std::vector<std::string> names;
+    for (LinkId l : path)
+      names.push_back(f.node(f.link(l).dst).name);
+    return names;
+  };
+  EXPECT_EQ(hops(gpu(0), gpu(1)), (std::vector<std::string>{"node1/pcie0", "node1/gpu1"}));
+  EXPECT_EQ(hops(gpu(0), gpu(2)),
+            (std::vector<std::string>{"node1/pcie0", "node1/cpu0", "node1/pcie1", "node1/gpu2"}));
+  EXPECT_EQ(hops(gpu(7), gpu(0)),
+            (std::vector<std::string>{"node1/pcie3", "node1/cpu1", "node1/cpu0", "node1/pcie0",
+                                      "node1/gpu0"}));
+  Time latency{};
+  for (LinkId l : path)
+    latency += f.link(l).latency;
+  EXPECT_EQ(latency, Time::ns(4 * 250 + 50));
+  // GPU 1 sends through NIC 0 (nics / gpus = 1/2), behind its switch.
+  auto router = ecmp(f);
+  router->route(request(gpu(1), f.find("node0/gpu1")), path);
+  ASSERT_GE(path.size(), 4u);
+  EXPECT_EQ(f.node(f.link(path[0]).dst).name, "node1/pcie0");
+  EXPECT_EQ(f.node(f.link(path[1]).dst).name, "node1/nic0");
+  // The report's classes: GPU links to switches, switches to sockets and back, one socket link.
+  const TopologyReport r = analyze(f);
+  ASSERT_NE(links_of(r, "gpu->pcie-switch"), nullptr);
+  EXPECT_EQ(links_of(r, "gpu->pcie-switch")->links, 16u);
+  ASSERT_NE(links_of(r, "cpu->cpu"), nullptr);
+  EXPECT_EQ(links_of(r, "cpu->cpu")->links, 4u);
+}
+
+TEST(PcieScaleUp, FlowsIntoOneGpuShareItsLink) {
+  // GPUs 0 and 2 each send 24 MB to GPU 1 at once (switch links of 24 GB/s): both cross
+  // switch 0 -> GPU 1 and share it: 24 MB / 12 GB/s = 2 ms each. GPU 0's path is 2 links
+  // (500 ns), GPU 2's 4 (1 us, through socket 0).
+  const std::string flows =
+      "workloads:\n  - type: flows\n    flows:\n"
+      "      - {src: node0/gpu0, dst: node0/gpu1, bytes: 24MB}\n"
+      "      - {src: node0/gpu2, dst: node0/gpu1, bytes: 24MB}\n";
+  std::string yaml = "topology:\n";
+  std::istringstream lines(two_servers(
+      8, ", nics: 4, scale_up: pcie, pcie_switches: 4, sockets: 2, pcie_bandwidth: 24GB/s"));
+  for (std::string l; std::getline(lines, l);)
+    yaml += "  " + l + "\n";
+  const auto run = test::scenario_from_yaml(yaml + flows);
+  run->run();
+  ASSERT_EQ(run->recorder->flows().size(), 2u);
+  for (const engine::FlowRecord& r : run->recorder->flows())
+    EXPECT_EQ(r.bandwidth_end, Time::ms(2));
+  EXPECT_EQ(run->recorder->flows()[0].delivered, Time::ms(2) + Time::ns(500));
+  EXPECT_EQ(run->recorder->flows()[1].delivered, Time::ms(2) + Time::us(1));
+}
+
 // ---- errors ----
 
 TEST(ScaleUpErrors, BadValuesAreLocated) {
@@ -248,6 +325,14 @@ TEST(ScaleUpErrors, BadValuesAreLocated) {
        "expected no xGMI value with scale_up: nvswitch"},
       {"scale_up: nvswitch, xgmi_link_bandwidth: 76.8GB/s", "node.xgmi_link_bandwidth", "76.8GB/s",
        "expected no xGMI value with scale_up: nvswitch"},
+      {"scale_up: pcie, pcie_switches: 4, nvlink_bandwidth: 300GB/s", "node.nvlink_bandwidth",
+       "300GB/s", "expected no NVLink value with scale_up: pcie"},
+      {"scale_up: pcie, pcie_switches: 4, xgmi_efficiency: 0.75", "node.xgmi_efficiency", "0.75",
+       "expected no xGMI value with scale_up: pcie"},
+      {"scale_up: pcie", "node.pcie_switches", "{", "expected at least 1 with scale_up: pcie"},
+      {"pcie_switches: 3", "node.pcie_switches", "3", "a divisor of gpus (8) and of nics (8)"},
+      {"pcie_switches: 4, sockets: 3", "node.sockets", "3", "a divisor of pcie_switches (4)"},
+      {"cpu: intel-pentium", "node.cpu", "intel-pentium", "one of 'intel-broadwell'"},
   };
   for (const Case& c : cases) {
     const std::string line = fmt::format("node: {{gpus: 8, {}}}", c.node);

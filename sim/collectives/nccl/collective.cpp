@@ -30,14 +30,6 @@ double seconds(Time t) {
   return t.in_seconds();
 }
 
-/// Capacity in GB/s of the first link from `a` to a node of kind `to`.
-double link_gbytes(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeKind to) {
-  for (fabric::LinkId l : f.out_links(a)) {
-    if (f.node(f.link(l).dst).kind == to) return f.link(l).capacity.bytes_per_second() * 1e-9;
-  }
-  return 0;
-}
-
 }  // namespace
 
 double ring_delay(const std::vector<double>& gain, double advances) {
@@ -115,11 +107,13 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   const fabric::NodeId nic = f_.nic_of_gpu(g);
   if (nic != fabric::kNone) {
     const fabric::NodeId sw = f_.first_hop_switch(nic);
-    const double pcie =
-        latency_to(g, [](const fabric::Node& n) { return n.kind == fabric::NodeKind::Nic; });
-    const double cable = latency_to(nic, [](const fabric::Node& n) {
-      return n.kind == fabric::NodeKind::Switch && n.tier > 0;
-    });
+    std::vector<fabric::LinkId> host;
+    f_.host_path(g, nic, host);
+    double pcie = 0;
+    for (fabric::LinkId l : host)
+      pcie += f_.link(l).latency.in_us();
+    const double cable = latency_to(
+        nic, [](const fabric::Node& n) { return fabric::is_network_switch(n) && n.tier > 0; });
     ref_net_us_ =
         2 * (pcie + cable) + (sw != fabric::kNone ? f_.node(sw).forwarding_latency.in_us() : 0.0);
   }
@@ -129,8 +123,10 @@ int OpRunner::default_channels() const {
   // NCCL: two channels per NIC (its graph's rings, doubled). RCCL on MI300-class GPUs: 64
   // across nodes (its rome model's rings), 56 inside one (28 xGMI rings, doubled) (HARDWARE.md
   // 6; ROCm/rccl src/graph/connect.cc).
-  return config_.rccl ? (comm_.nnodes() > 1 ? 64 : 56)
-                      : std::min(kMaxChannels, 2 * comm_.nics_per_node());
+  // Inside one PCIe server, NCCL's one ring (twice where it is fast), doubled.
+  if (config_.rccl) return comm_.nnodes() > 1 ? 64 : 56;
+  if (comm_.pcie() && comm_.nnodes() == 1) return 2 * pcie_graph_channels();
+  return std::min(kMaxChannels, 2 * comm_.nics_per_node());
 }
 
 int OpRunner::channels_for(int64_t bytes, Protocol p) const {
@@ -156,23 +152,25 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   const fabric::NodeId g = comm_.ranks().front();
   const fabric::Server& server = f_.servers()[f_.node(g).server];
   in.arch = server.arch;
-  const fabric::NodeId nic = f_.nic_of_gpu(g);
   // A GPU's scale-up bandwidth: its NVLink to the NVSwitch, or all its xGMI links.
   const double nvlink = f_.scale_up_bandwidth(g).bytes_per_second() * 1e-9;
-  // A GPU's way out of its server: its PCIe link to the NIC and the NIC's cable, whichever is
+  // A GPU's way out of its server: its PCIe path to the NIC and the NIC's cable, whichever is
   // narrower (NCCL's GPU -> NIC path bandwidth).
-  double nic_path = link_gbytes(f_, g, fabric::NodeKind::Nic);
-  for (fabric::LinkId l : f_.out_links(nic)) {
-    const fabric::Node& d = f_.node(f_.link(l).dst);
-    if (d.kind == fabric::NodeKind::Switch && d.tier > 0) {
-      nic_path = std::min(nic_path, f_.link(l).capacity.bytes_per_second() * 1e-9);
-    }
-  }
+  const double nic_path = nic_path_gbytes(f_, g);
   // NCCL's ring and tree graphs across nodes: one channel per NIC at the NIC path's bandwidth
   // (its search, HARDWARE.md 5.4); on one node, channels over NVLink. NCCL runs twice as many.
+  // Over PCIe every graph ring crosses every GPU's PCIe link and the links between switches,
+  // so the rings share the narrowest of them (pcie_ring_gbytes).
+  in.pci_intra = server.scale_up == fabric::ScaleUp::Pcie;
   if (in.nnodes > 1) {
     in.graph_channels = comm_.nics_per_node();
     in.bw_intra = in.bw_inter = nic_path;
+    if (in.pci_intra && in.ppn > 1) {
+      in.bw_intra = in.bw_inter = std::min(nic_path, pcie_ring_gbytes() / in.graph_channels);
+    }
+  } else if (in.pci_intra) {
+    in.graph_channels = pcie_graph_channels();
+    in.bw_intra = in.bw_inter = pcie_ring_gbytes() / in.graph_channels;
   } else {
     in.graph_channels = std::max(1, channels / 2);
     in.bw_intra = in.bw_inter = (nvlink > 0 ? nvlink : nic_path) / in.graph_channels;
@@ -191,7 +189,30 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.net_overhead_us = config_.net_overhead.in_us();
   in.latency_inter_us = server.net_latency.in_us();
   in.rccl = rccl_model(config_.tuning_tables);
+  in.amd_host = fabric::is_amd(server.cpu);
+  // LL128 only where NCCL has tested it, inside NVLink domains, unless NCCL_PROTO names the
+  // protocols (tuning.cc: an explicit list enables what it allows).
+  in.ll128 = config_.protos_set || !in.pci_intra;
   return in;
+}
+
+int OpRunner::pcie_graph_channels() const {
+  // NCCL's search finds one ring over PCIe (every ring crosses every GPU's one link) and
+  // duplicates it when it reaches 25 GB/s (ncclTopoDupChannels), each copy at half the rate.
+  return pcie_ring_gbytes() >= 25.0 ? 2 : 1;
+}
+
+double OpRunner::pcie_ring_gbytes() const {
+  // The narrowest hop of the first node's ring over its GPUs in order, in NCCL's figures.
+  const std::vector<fabric::NodeId>& node = comm_.nodes().front();
+  double bw = std::numeric_limits<double>::infinity();
+  std::vector<fabric::LinkId> path;
+  for (size_t i = 0; i < node.size() && node.size() > 1; ++i) {
+    path.clear();
+    f_.scale_up_path(node[i], node[(i + 1) % node.size()], path);
+    bw = std::min(bw, nccl_path_gbytes(f_, path));
+  }
+  return std::isfinite(bw) ? bw : nic_path_gbytes(f_, node.front());
 }
 
 int OpRunner::nvls_channels() const {
@@ -216,6 +237,7 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
   spec.message_bytes = message;
   spec.relay = e.relay;
   spec.port = e.port;
+  spec.through_nics = e.network && f_.node(e.src).server == f_.node(e.dst).server;
   const engine::ConnectionId id = sim.connect(e.src, e.dst, spec);
   connections_.insert(key, id);
   return id;

@@ -138,11 +138,18 @@ class OpRunner {
   int default_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
   /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
-  bool pxn() const { return config_.pxn && (!config_.rccl || comm_.nranks() >= 64); }
+  bool pxn() const {
+    return config_.pxn && (!config_.rccl || comm_.nranks() >= 64) && !comm_.pcie();
+  }
   /// PXN for rings and chains. RCCL's rings over an xGMI mesh leave each node from the last GPU
   /// of their Hamiltonian path by its own NIC (its rome models' ringBase): PXN, RCCL's default
   /// from 64 ranks on, moves only its point-to-point transfers.
   bool ring_pxn() const { return pxn() && !(config_.rccl && comm_.mesh()); }
+  /// NCCL's bandwidth of a graph ring inside a PCIe server (scale_up: pcie), GB/s: the narrowest
+  /// GPU-to-GPU path of its node ring, links between sockets at NCCL's figure for the CPU.
+  double pcie_ring_gbytes() const;
+  /// The rings of NCCL's graph inside one PCIe server: 1, or 2 where the ring reaches 25 GB/s.
+  int pcie_graph_channels() const;
   /// Channels of an NVLS or NVLSTree operation (NCCL's nvlsChannels; no per-size reduction).
   int nvls_channels() const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -51,6 +52,68 @@ BtreeLinks dtree(int n, int rank, int t) {
   return l;
 }
 
+double nccl_inter_cpu_gbytes(fabric::CpuKind cpu) {
+  // src/graph/topo.h: BDW_QPI_BW 6, SKL_QPI_BW 10, SRP_QPI_BW 22, ERP_QPI_BW 40, AMD_ZEN12_BW
+  // 16, AMD_ZEN34_BW 24, AMD_ZEN5_BW 32, ARM_BW 6 (ncclTopoGetInterCpuBw, topo.cc).
+  switch (cpu) {
+    case fabric::CpuKind::IntelBroadwell:
+      return 6.0;
+    case fabric::CpuKind::IntelSkylake:
+      return 10.0;
+    case fabric::CpuKind::IntelSapphireRapids:
+      return 22.0;
+    case fabric::CpuKind::IntelEmeraldRapids:
+      return 40.0;
+    case fabric::CpuKind::AmdZen2:
+      return 16.0;
+    case fabric::CpuKind::AmdZen4:
+      return 24.0;
+    case fabric::CpuKind::AmdZen5:
+      return 32.0;
+    case fabric::CpuKind::Arm:
+      return 6.0;
+  }
+  return 6.0;
+}
+
+double nccl_path_gbytes(const fabric::Fabric& f, std::span<const fabric::LinkId> path) {
+  double bw = std::numeric_limits<double>::infinity();
+  int cpus = 0;  // root complexes the path passes through
+  for (fabric::LinkId l : path) {
+    const fabric::Link& link = f.link(l);
+    const bool from_cpu = f.node(link.src).role == fabric::SwitchRole::Cpu;
+    const bool between_cpus = from_cpu && f.node(link.dst).role == fabric::SwitchRole::Cpu;
+    cpus += from_cpu ? 1 : 0;
+    bw = std::min(bw, between_cpus ? nccl_inter_cpu_gbytes(f.server_of(link.src).cpu)
+                                   : link.capacity.bytes_per_second() * 1e-9);
+  }
+  // Through one Intel root complex (PATH_PHB) NCCL's search reserves 6/5 of the bandwidth it
+  // places (INTEL_P2P_OVERHEAD, search.cc followPath).
+  if (cpus == 1 && fabric::is_intel(f.server_of(f.link(path.front()).src).cpu)) bw /= 1.2;
+  return bw;
+}
+
+double nic_path_gbytes(const fabric::Fabric& f, fabric::NodeId gpu, uint32_t port) {
+  const fabric::NodeId nic = f.nic_of_gpu(gpu, port);
+  std::vector<fabric::LinkId> path;
+  f.host_path(gpu, nic, path);
+  double bw = nccl_path_gbytes(f, path);
+  for (fabric::LinkId l : f.out_links(nic)) {
+    if (fabric::is_network_switch(f.node(f.link(l).dst))) {
+      bw = std::min(bw, f.link(l).capacity.bytes_per_second() * 1e-9);
+    }
+  }
+  return bw;
+}
+
+bool net_inside_server(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeId b) {
+  if (f.server_of(a).scale_up != fabric::ScaleUp::Pcie) return false;
+  std::vector<fabric::LinkId> path;
+  f.scale_up_path(a, b, path);
+  const double direct = nccl_path_gbytes(f, path);
+  return nic_path_gbytes(f, a) > direct && nic_path_gbytes(f, b) > direct;
+}
+
 Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks)
     : f_(f), ranks_(std::move(ranks)) {
   ROCESIM_CHECK(!ranks_.empty(), "a communicator has at least one rank");
@@ -67,6 +130,7 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
   nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
   nics_per_gpu_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics_per_gpu());
   mesh_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Mesh;
+  pcie_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Pcie;
   mesh_orders_.resize(nodes_.size());
 }
 
@@ -277,6 +341,7 @@ std::vector<fabric::NodeId> Communicator::ring_order(int channel, bool pxn) cons
 
 Edge Communicator::edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail) const {
   Edge e{a, b, fabric::kNone, f_.node(a).server != f_.node(b).server};
+  if (!e.network && pcie_) e.network = net_inside_server(f_, a, b);
   if (!e.network) return e;
   // The receiver's rail: the one asked for where it has it, else its first.
   if (rail < rail_of(b) || rail >= rail_of(b) + nics_per_gpu_) rail = rail_of(b);

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "sim/fabric/fabric.hpp"
@@ -32,9 +33,24 @@ struct Edge {
   fabric::NodeId src = fabric::kNone;
   fabric::NodeId dst = fabric::kNone;
   fabric::NodeId relay = fabric::kNone;
-  bool network = false;  // crosses servers
+  bool network = false;  // through the NICs: across servers, or NCCL's network transport inside
+                         // a PCIe server (net_inside_server)
   uint32_t port = 0;     // which NIC of its GPUs a network edge uses (GPUs with several NICs)
 };
+
+/// NCCL's figure in GB/s for the link between two CPU sockets (ncclTopoGetInterCpuBw).
+double nccl_inter_cpu_gbytes(fabric::CpuKind cpu);
+/// The bandwidth NCCL's topology gives a path inside a server, GB/s: its narrowest link, a link
+/// between CPU sockets counted at NCCL's figure for the CPU rather than its own capacity.
+double nccl_path_gbytes(const fabric::Fabric& f, std::span<const fabric::LinkId> path);
+/// A GPU's way out of its server in GB/s: its PCIe path to its NIC (port `port`) and the NIC's
+/// cable, whichever is narrower (NCCL's GPU -> NET path bandwidth).
+double nic_path_gbytes(const fabric::Fabric& f, fabric::NodeId gpu, uint32_t port = 0);
+/// Whether NCCL moves data between GPUs a and b of one PCIe server (scale_up: pcie) through
+/// their NICs and the network: when each GPU's path to its NIC is faster than the path between
+/// the two GPUs (ncclTopoCheckNet, which both its peer-to-peer and shared-memory transports ask
+/// first). Never with NVLink or xGMI, whose paths outrun any NIC.
+bool net_inside_server(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeId b);
 
 /// NCCL's binary tree over n ranks (src/graph/trees.cc): parent and up to two children of
 /// `rank`, -1 where absent.
@@ -78,6 +94,8 @@ class Communicator {
   int nics_per_gpu() const { return nics_per_gpu_; }
   /// The servers' GPUs form an xGMI mesh (scale_up: mesh), not an NVSwitch domain.
   bool mesh() const { return mesh_; }
+  /// The servers' GPUs reach each other over PCIe only (scale_up: pcie).
+  bool pcie() const { return pcie_; }
   /// The GPU of node k on rail r (its first GPU if none of its GPUs is on that rail).
   fabric::NodeId rail_gpu(int node, int rail) const;
 
@@ -124,9 +142,9 @@ class Communicator {
   /// GPU (down: the broadcast of the result), all at stage 0 of their direction; `intra` 1 (0
   /// with one GPU a node).
   Tree collnet_direct() const;
-  /// The edge a -> b; across servers on rail `rail` where b is on it (else on b's first rail):
-  /// through that rail's NIC of each server, the sender's GPU relaying to it over NVLink with
-  /// PXN.
+  /// The edge a -> b; across servers (or through the network inside a PCIe server, see
+  /// net_inside_server) on rail `rail` where b is on it (else on b's first rail): through that
+  /// rail's NIC of each server, the sender's GPU relaying to it over NVLink with PXN.
   Edge edge(fabric::NodeId a, fabric::NodeId b, bool pxn, int rail = -1) const;
 
  private:
@@ -148,6 +166,7 @@ class Communicator {
   int nics_ = 1;
   int nics_per_gpu_ = 1;
   bool mesh_ = false;
+  bool pcie_ = false;
   struct MeshOrders {
     std::vector<std::vector<int>> cycles;    // hamiltonian_decomposition of the node's size
     std::vector<std::vector<int>> paths;     // hamiltonian_paths of it, across nodes

@@ -380,6 +380,10 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
              "'" + bad + "' in '" + r.string(key) + "'");
     }
     (algorithms ? c.algos : c.protos) = *m;
+    if (!algorithms && r.has(key)) {
+      const std::string text = lower(trim(r.string(key)));
+      c.protos_set = !text.empty() && text != "auto";
+    }
   }
   if (take("NCCL_NVLS_ENABLE")) c.nvls_enable = r.integer_as<int>("NCCL_NVLS_ENABLE");
   if (take("NCCL_PAT_ENABLE")) c.pat_enable = r.integer_as<int>("NCCL_PAT_ENABLE");

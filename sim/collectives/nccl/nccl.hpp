@@ -113,6 +113,7 @@ inline bool allows(const NcclMask& m, Collective c, uint8_t index) {
 struct NcclConfig {
   NcclMask algos = all_algorithms();    // NCCL_ALGO: what the tuner may choose, per collective
   NcclMask protos = all_protocols();    // NCCL_PROTO
+  bool protos_set = false;              // NCCL_PROTO given: what it allows is enabled outright
   int nvls_enable = 2;                  // NCCL_NVLS_ENABLE (2: where the NVSwitch supports it)
   int pat_enable = 2;                   // NCCL_PAT_ENABLE (2: with one rank per server)
   bool msccl = true;                    // RCCL_MSCCL_ENABLE (RCCL only)

@@ -9,8 +9,8 @@
 namespace rocesim::collectives::nccl {
 namespace {
 
-// Rows of hwLat: NVLink, PCI (unused: servers here have NVLink or xGMI), network.
-constexpr int kNvlink = 0, kNet = 2;
+// Rows of hwLat: NVLink (also xGMI), PCI (GPUs that reach each other over PCIe alone), network.
+constexpr int kNvlink = 0, kPci = 1, kNet = 2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // [algorithm Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT][protocol LL, LL128,
@@ -164,6 +164,7 @@ int pi(Protocol p) {
 
 bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p) {
   if (in.rccl != nullptr && p == Protocol::LL128 && !rccl_ll128(in.arch)) return false;
+  if (p == Protocol::LL128 && !in.ll128) return false;
   switch (a) {
     case Algorithm::Ring:
       return !is_p2p(in.collective);
@@ -256,7 +257,7 @@ double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a,
     return t.hw_lat[kNet][ai(net)][pi(p)] +
            in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0);
   }
-  double intra = t.hw_lat[kNvlink][ai(a)][pi(p)];
+  double intra = t.hw_lat[in.pci_intra ? kPci : kNvlink][ai(a)][pi(p)];
   // "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc): rings only.
   if (in.nnodes > 1 && a == Algorithm::Ring) {
     intra = std::max(intra, in.net_overhead_us * (p == Protocol::Simple ? 3.0 : 1.0));

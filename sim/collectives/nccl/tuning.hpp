@@ -110,6 +110,8 @@ struct TuningInput {
   const RcclModel* rccl = nullptr;  // RCCL's model instead of NCCL's
   double net_overhead_us = 1;
   double latency_inter_us = 0;  // the NIC's latency as its net plugin reports it to NCCL
+  bool pci_intra = false;       // GPUs of a node reach each other over PCIe (hwLat's PCI row)
+  bool ll128 = true;            // LL128 offered (by default only inside NVLink domains)
 };
 
 /// NCCL's estimated time in us of one operation of `bytes`, or +infinity where NCCL does not
