@@ -104,6 +104,19 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     return 0.0;
   };
   ref_nvlink_us_ = f_.server_of(g).scale_up_latency.in_us();
+  if (comm_.pcie()) {
+    // NCCL's graph ring inside a PCIe server: the narrowest hop of the first node's ring over
+    // its GPUs in order, in NCCL's figures (a single GPU: its NIC path).
+    const std::vector<fabric::NodeId>& node = comm_.nodes().front();
+    double bw = std::numeric_limits<double>::infinity();
+    std::vector<fabric::LinkId> path;
+    for (size_t i = 0; i < node.size() && node.size() > 1; ++i) {
+      path.clear();
+      f_.scale_up_path(node[i], node[(i + 1) % node.size()], path);
+      bw = std::min(bw, nccl_path_gbytes(f_, path));
+    }
+    pcie_ring_gbytes_ = std::isfinite(bw) ? bw : nic_path_gbytes(f_, node.front());
+  }
   const fabric::NodeId nic = f_.nic_of_gpu(g);
   if (nic != fabric::kNone) {
     const fabric::NodeId sw = f_.first_hop_switch(nic);
@@ -200,19 +213,6 @@ int OpRunner::pcie_graph_channels() const {
   // NCCL's search finds one ring over PCIe (every ring crosses every GPU's one link) and
   // duplicates it when it reaches 25 GB/s (ncclTopoDupChannels), each copy at half the rate.
   return pcie_ring_gbytes() >= 25.0 ? 2 : 1;
-}
-
-double OpRunner::pcie_ring_gbytes() const {
-  // The narrowest hop of the first node's ring over its GPUs in order, in NCCL's figures.
-  const std::vector<fabric::NodeId>& node = comm_.nodes().front();
-  double bw = std::numeric_limits<double>::infinity();
-  std::vector<fabric::LinkId> path;
-  for (size_t i = 0; i < node.size() && node.size() > 1; ++i) {
-    path.clear();
-    f_.scale_up_path(node[i], node[(i + 1) % node.size()], path);
-    bw = std::min(bw, nccl_path_gbytes(f_, path));
-  }
-  return std::isfinite(bw) ? bw : nic_path_gbytes(f_, node.front());
 }
 
 int OpRunner::nvls_channels() const {

@@ -147,7 +147,7 @@ class OpRunner {
   bool ring_pxn() const { return pxn() && !(config_.rccl && comm_.mesh()); }
   /// NCCL's bandwidth of a graph ring inside a PCIe server (scale_up: pcie), GB/s: the narrowest
   /// GPU-to-GPU path of its node ring, links between sockets at NCCL's figure for the CPU.
-  double pcie_ring_gbytes() const;
+  double pcie_ring_gbytes() const { return pcie_ring_gbytes_; }
   /// The rings of NCCL's graph inside one PCIe server: 1, or 2 where the ring reaches 25 GB/s.
   int pcie_graph_channels() const;
   /// Channels of an NVLS or NVLSTree operation (NCCL's nvlsChannels; no per-size reduction).
@@ -260,6 +260,7 @@ class OpRunner {
   const TuningTables& tables_;
   double ref_nvlink_us_ = 0;         // wire latency of a GPU-GPU hop inside a server
   double ref_net_us_ = 0;            // and between servers one switch apart
+  double pcie_ring_gbytes_ = 0;      // pcie_ring_gbytes(), fixed by the communicator
   double step_cost_us_[2] = {0, 0};  // per-step cost of an intra-node and a network hop
   struct EdgeKey {
     fabric::NodeId src, dst, relay;
