@@ -57,19 +57,19 @@ std::string rack_topology(int nodes, int gpus) {
 
 /// A rail-optimized fabric: `nodes` servers of `gpus` GPUs (one NIC each), one leaf per rail
 /// holding every server, so every pair of same-rail NICs is one switch apart (non-blocking).
-std::string rail_topology(int nodes, int gpus) {
+std::string rail_topology(int nodes, int gpus, const char* nic_speed = "400Gbps") {
   return fmt::format(R"(topology:
   type: rail_optimized
   nodes: {0}
   nodes_per_leaf: {0}
-  node: {{gpus: {1}, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
+  node: {{gpus: {1}, nic_speed: {2}, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
           nvlink_bandwidth: 450GB/s, nvlink_latency: 250ns}}
   leaf: {{uplinks: 4, latency: 600ns}}
   spine: {{count: 4, latency: 3us}}
   nic_link_latency: 100ns
   link_latency: 1us
 )",
-                     nodes, gpus);
+                     nodes, gpus, nic_speed);
 }
 
 constexpr const char* kNoNcclLatency =
@@ -526,24 +526,42 @@ TEST(NcclBehaviour, PatBeatsTheRingOnSmallAllGathersAcrossManyServers) {
 
 TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // CollNet (SHARP-style) AllReduce on 4 single-GPU servers (no NVSwitch: CollNetChain, whose
-  // chains are empty with one GPU a server), 2 channels on the one NIC each:
+  // chains are empty with one GPU a server), 2 channels on the one 100 Gb/s NIC (B) each:
   // every rank sends its S/2 per channel up once and receives the reduced S/2 once; the switch
   // combines the streams, so a NIC link carries one stream per channel at B/2. Bandwidth term
   // (S/2) / (B/2) = S / B, against 2(n-1)/n x S / B = 1.5 S / B for the ring: CollNet's own bus
   // bandwidth factor is 1 (reported as collnet_busbw_GBps; busbw keeps nccl-tests' 2(n-1)/n).
   // Fill: one leg's latency up and down through the leaf (2p + 2n + f = L_net) plus one chunk of
-  // 512 KiB at B/2 (2 hops: to the switch and back).
-  const double s = 256 * kMiB, chunk = 512 * 1024;
+  // 512 KiB at B/2 (2 hops: to the switch and back). The tree kernel's throughput (Hopper, 4
+  // nodes: 36 GB/s of bus bandwidth per graph channel, 9 GB/s of data a channel) is above B/2.
+  const double s = 256 * kMiB, chunk = 512 * 1024, b = test::roce_payload(100e9);
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
+  const Figures cn = run_one(rail_topology(4, 1, "100Gbps"), nccl,
+                             "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNet}");
+  EXPECT_EQ(cn.notes.at("algorithm"), "CollNetChain");
+  EXPECT_NEAR(cn.seconds, s / b + kLnet + chunk / (b / 2), 2e-9);
+  EXPECT_NEAR(cn["collnet_busbw_GBps"], cn["algbw_GBps"], 1e-12);
+  const Figures ring = run_one(rail_topology(4, 1, "100Gbps"), nccl,
+                               "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: Ring}");
+  EXPECT_NEAR(ring.seconds / cn.seconds, 1.5, 0.01);
+}
+
+TEST(NcclClosedForm, CollNetChainMovesAtTheTreeKernelsThroughput) {
+  // NCCL's CollNetChain kernel is the tree's (each CTA's threads split between the reduction up
+  // the chain and the broadcast down), so a channel moves at most the tree kernel's throughput:
+  // perChMaxTreeBw per channel of NCCL's graph, a bus bandwidth counting the data up and down.
+  // Hopper, 4 nodes: 36 GB/s a graph channel; one graph channel (one NIC a server) run as 2:
+  // 18 GB/s a channel, 9 GB/s of data, below B/2 = 24.5 GB/s. Each channel carries S/2, so the
+  // data take S / 18 GB/s; the fill is the previous test's (stages at the links' pace B/2).
+  const double s = 256 * kMiB, chunk = 512 * 1024, kernel = 36e9 / 2 / 2;
   const std::string nccl =
       "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
   const Figures cn = run_one(rail_topology(4, 1), nccl,
                              "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNet}");
   EXPECT_EQ(cn.notes.at("algorithm"), "CollNetChain");
-  EXPECT_NEAR(cn.seconds, s / kB + kLnet + chunk / (kB / 2), 2e-9);
-  EXPECT_NEAR(cn["collnet_busbw_GBps"], cn["algbw_GBps"], 1e-12);
-  const Figures ring = run_one(rail_topology(4, 1), nccl,
-                               "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: Ring}");
-  EXPECT_NEAR(ring.seconds / cn.seconds, 1.5, 0.01);
+  EXPECT_EQ(cn["channels"], 2);
+  EXPECT_NEAR(cn.seconds, s / 2 / kernel + kLnet + chunk / (kB / 2), 2e-9);
 }
 
 TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {

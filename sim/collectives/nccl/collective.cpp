@@ -710,7 +710,11 @@ double OpRunner::protocol_cap() const {
       bus = (tree ? caps.tree_ll128[col] : caps.ring_ll128[col]) * per_graph;
       break;
     case Protocol::Simple:
-      if (result_.algorithm == Algorithm::Tree) bus = caps.tree[col] * per_graph;
+      // CollNetChain's kernel is the tree's: each CTA's threads split between reducing up the
+      // chain and broadcasting down it (all_reduce.h), so its channels move at the tree
+      // kernel's throughput.
+      if (result_.algorithm == Algorithm::Tree || result_.algorithm == Algorithm::CollNetChain)
+        bus = caps.tree[col] * per_graph;
       if (result_.algorithm == Algorithm::NvlsTree && caps.nvls_tree[col] > 0) {
         // NVLSTree runs AllReduce only: nSteps = 2 (n - 1).
         return caps.nvls_tree[col] * in.nvls_heads / result_.channels * in.nranks /
