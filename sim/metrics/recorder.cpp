@@ -19,7 +19,8 @@ double max_mean_ratio(const std::vector<uint32_t>& counts) {
 
 double quantile(std::vector<double>& values, double q) {
   if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
+  // Several quantiles of one vector sort it once (sorting sorted data costs n log n again).
+  if (!std::is_sorted(values.begin(), values.end())) std::sort(values.begin(), values.end());
   const double k = q * static_cast<double>(values.size() - 1);
   const auto lo = static_cast<size_t>(std::floor(k));
   const size_t hi = std::min(lo + 1, values.size() - 1);

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <span>
 
 #include "sim/core/quantity.hpp"
 #include "sim/engine/task_graph.hpp"
@@ -177,8 +180,9 @@ struct Cell {
   size_t offset;
 };
 
-std::vector<Cell> split(std::string_view line, char sep) {
-  std::vector<Cell> out;
+/// Splits `line` at `sep` into `out` (cleared first: one buffer serves every line).
+void split(std::string_view line, char sep, std::vector<Cell>& out) {
+  out.clear();
   size_t start = 0;
   while (true) {
     const size_t p = line.find(sep, start);
@@ -192,9 +196,17 @@ std::vector<Cell> split(std::string_view line, char sep) {
       cell.remove_suffix(1);
     }
     out.push_back(Cell{cell, offset});
-    if (p == std::string_view::npos) return out;
+    if (p == std::string_view::npos) return;
     start = p + 1;
   }
+}
+
+/// A cell that is exactly a number of type T (std::from_chars: no sign, no unit, no space).
+template <typename T>
+bool plain_number(std::string_view text, T& out) {
+  const char* last = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), last, out);
+  return !text.empty() && ec == std::errc() && p == last;
 }
 
 void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostTable& routes) {
@@ -219,13 +231,18 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
     return -1;
   };
   int c_src = -1, c_dst = -1, c_bytes = -1, c_start_s = -1, c_start = -1, c_via = -1, c_qps = -1;
+  std::vector<Cell> cells, names;
+  std::optional<network::Transport> transport;  // the workload's, read at the first row
+  const std::span<const fabric::NodeId> gpus = in.ranks.gpus();
   while (std::getline(s, line)) {
     ++lineno;
     if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
     }
-    const std::vector<Cell> cells = split(line, ',');
-    // A cell as a located value: messages point at its first character.
+    split(line, ',', cells);
+    // A cell as a located value: messages point at its first character. Rows of plain numbers
+    // (ranks, byte counts, seconds) and switch names are read in place; a cell that is not one
+    // goes through its located value, which reads the other forms and words the errors.
     auto cell_node = [&](int col, std::string_view what) {
       const Cell& c = cells[col];
       return ConfigNode::scalar(std::string(c.text),
@@ -267,15 +284,17 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
                        fmt::format("{} value{}", cells.size(), cells.size() == 1 ? "" : "s"));
     }
     TaskGraph::TransferSpec spec;
-    const ConfigNode src = cell_node(c_src, "src");
-    spec.src = in.ranks.gpu(src);
-    spec.dst = in.ranks.gpu(cell_node(c_dst, "dst"));
-    check_flow_endpoints(src, spec.src, spec.dst);
-    const ConfigNode bytes = cell_node(c_bytes, "bytes");
+    auto gpu = [&](int col, std::string_view what) {
+      uint64_t rank = 0;
+      if (plain_number(cells[col].text, rank) && rank < gpus.size()) return gpus[rank];
+      return in.ranks.gpu(cell_node(col, what));
+    };
+    spec.src = gpu(c_src, "src");
+    spec.dst = gpu(c_dst, "dst");
+    if (spec.src == spec.dst) check_flow_endpoints(cell_node(c_src, "src"), spec.src, spec.dst);
     int64_t b = 0;
-    const auto [p, ec] =
-        std::from_chars(bytes.value().data(), bytes.value().data() + bytes.value().size(), b);
-    if (ec != std::errc() || p != bytes.value().data() + bytes.value().size()) {
+    if (!plain_number(cells[c_bytes].text, b)) {
+      const ConfigNode bytes = cell_node(c_bytes, "bytes");
       try {
         b = parse_bytes(bytes.value()).count();
       } catch (const QuantityError& e) {
@@ -283,13 +302,21 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
                          e.what());
       }
     }
-    if (b <= 0) throw InputError(bytes.where(), "bytes", "a positive size", bytes.describe());
+    if (b <= 0) {
+      const ConfigNode bytes = cell_node(c_bytes, "bytes");
+      throw InputError(bytes.where(), "bytes", "a positive size", bytes.describe());
+    }
     spec.bytes = Bytes(b);
     Time start{};
     if (c_start_s >= 0) {
-      const ConfigNode n = cell_node(c_start_s, "start_s");
-      const double v = parse_number(n);
-      if (v < 0) throw InputError(n.where(), "start_s", "a time >= 0 in seconds", n.describe());
+      double v = 0;
+      if (!plain_number(cells[c_start_s].text, v) || !std::isfinite(v)) {
+        v = parse_number(cell_node(c_start_s, "start_s"));
+      }
+      if (v < 0) {
+        const ConfigNode n = cell_node(c_start_s, "start_s");
+        throw InputError(n.where(), "start_s", "a time >= 0 in seconds", n.describe());
+      }
       start = Time::seconds(v);
     } else if (c_start >= 0) {
       const ConfigNode n = cell_node(c_start, "start");
@@ -303,23 +330,34 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
       }
     }
     if (c_via >= 0 && !cells[c_via].text.empty()) {
-      const ConfigNode n = cell_node(c_via, "via");
-      for (const Cell& name : split(n.value(), '|')) {
-        SourceLocation at = n.where();
-        at.column += static_cast<int>(name.offset);
+      split(cells[c_via].text, '|', names);
+      for (const Cell& name : names) {
+        const fabric::NodeId sw = in.fabric.find(name.text);
+        if (sw != fabric::kNone && fabric::is_network_switch(in.fabric.node(sw))) {
+          spec.via.push_back(sw);
+          continue;
+        }
+        SourceLocation at{file, lineno, static_cast<int>(cells[c_via].offset + name.offset + 1)};
         spec.via.push_back(fabric::select_switch(
             ConfigNode::scalar(std::string(name.text), at, "via"), in.fabric));
       }
-      check_route(routes, n, spec);
+      if (routes.route_length(spec.src, spec.dst, spec.via) ==
+          routing::EqualCostTable::kUnreachable) {
+        check_route(routes, cell_node(c_via, "via"), spec);
+      }
     }
     if (c_qps >= 0) {
-      const ConfigNode n = cell_node(c_qps, "qps");
-      const int64_t q = parse_integer(n);
-      if (q < 1) throw InputError(n.where(), "qps", "a whole number >= 1", n.describe());
+      int64_t q = 0;
+      if (!plain_number(cells[c_qps].text, q)) q = parse_integer(cell_node(c_qps, "qps"));
+      if (q < 1) {
+        const ConfigNode n = cell_node(c_qps, "qps");
+        throw InputError(n.where(), "qps", "a whole number >= 1", n.describe());
+      }
       spec.conn.qps = static_cast<uint32_t>(q);
     }
     spec.conn.mode = engine::QpMode::Split;
-    spec.conn.transport = engine::read_transport(in.spec);
+    if (!transport) transport = engine::read_transport(in.spec);
+    spec.conn.transport = *transport;
     add_flow(g, spec, start);
   }
 }

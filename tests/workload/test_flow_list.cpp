@@ -325,6 +325,27 @@ TEST(CsvFlows, MinimalColumnsInAnyOrderWithStartAsATime) {
   EXPECT_EQ(flows[1].start, Time::zero());
 }
 
+TEST(CsvFlows, EveryFormOfACellReadsAlike) {
+  // Plain numbers and switch names are read in place; GPU names, a leading '+' and a size with a
+  // unit take the located route: both give the same flows (rank 5 is node2/gpu1).
+  const CsvFile plain("src,dst,bytes,start_s,qps,via\n1,5,1048576,0.00001,2,spine1\n");
+  const CsvFile forms(
+      "src,dst,bytes,start_s,qps,via\nnode0/gpu1,node2/gpu1,1MiB,+1e-5,+2,spine1\n");
+  const auto a = sorted_flows(*simulate(plain.workload()));
+  const auto b = sorted_flows(*simulate(forms.workload()));
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].src, b[i].src);
+    EXPECT_EQ(a[i].dst, b[i].dst);
+    EXPECT_EQ(a[i].bytes, b[i].bytes);
+    EXPECT_EQ(a[i].start, b[i].start);
+    EXPECT_EQ(a[i].path, b[i].path);
+  }
+  EXPECT_EQ(a[0].bytes.count(), 1 << 19);  // 1 MiB over 2 QPs
+  EXPECT_EQ(a[0].start, Time::us(10));
+}
+
 TEST(CsvFlows, ViaListsSeveralSwitchesInOrder) {
   // leaf0 -> spine0 -> a leaf -> spine1 -> leaf1: a detour through both spines, in order.
   const CsvFile csv("src,dst,bytes,via\n0,4,1MB,spine0|spine1\n");
