@@ -29,7 +29,25 @@ class FlatMap {
     place(k, std::move(v));
     ++size_;
   }
+  /// Stores `v` under `k` unless `k` is there already (then false, the table unchanged): one
+  /// probe sequence for what find-then-insert does in two.
+  bool try_insert(const Key& k, Value v) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    size_t i = home(k);
+    for (; slots_[i].used; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == k) return false;
+    }
+    slots_[i] = Slot{k, std::move(v), true};
+    ++size_;
+    return true;
+  }
   size_t size() const { return size_; }
+  /// Forgets every entry (keeps the slots' memory).
+  void clear() {
+    for (Slot& s : slots_)
+      s = Slot{};
+    size_ = 0;
+  }
   /// Makes room for `n` entries without growing on the way.
   void reserve(size_t n) {
     size_t slots = 16;

@@ -112,14 +112,15 @@ uint16_t Fabric::class_of(NodeId src, NodeId dst) {
     return static_cast<uint32_t>(nodes_[n].kind) * 16 + static_cast<uint32_t>(nodes_[n].role);
   };
   const uint32_t key = end_code(src) * 256 + end_code(dst);
-  if (const auto hit = class_by_ends_.find(key); hit != class_by_ends_.end()) return hit->second;
+  if (class_by_ends_.empty()) class_by_ends_.assign(256 * 256, 0);
+  if (class_by_ends_[key] != 0) return static_cast<uint16_t>(class_by_ends_[key] - 1);
   auto end_name = [&](NodeId n) -> std::string_view {
     const Node& x = nodes_[n];
     return x.kind == NodeKind::Switch ? role_name(x.role) : kind_name(x.kind);
   };
   link_classes_.push_back(fmt::format("{}->{}", end_name(src), end_name(dst)));
   const auto cls = static_cast<uint16_t>(link_classes_.size() - 1);
-  class_by_ends_.emplace(key, cls);
+  class_by_ends_[key] = static_cast<uint16_t>(cls + 1);
   return cls;
 }
 
@@ -172,8 +173,8 @@ void Fabric::add_server(Server s) {
 }
 
 NodeId Fabric::find(std::string_view name) const {
-  const auto it = by_name_.find(name);
-  return it == by_name_.end() ? kNone : it->second;
+  const NodeId* v = by_name_.find(name);
+  return v == nullptr ? kNone : *v;
 }
 
 void Fabric::build_adjacency() {
@@ -483,9 +484,11 @@ void Fabric::seal(const SourceLocation& where) {
     }
   }
   assign_addresses(where);
+  by_name_.reserve(nodes_.size());
   for (NodeId v = 0; v < nodes_.size(); ++v) {
-    const auto [it, fresh] = by_name_.emplace(nodes_[v].name, v);
-    if (!fresh) throw InputError(where, fmt::format("two nodes are named '{}'", nodes_[v].name));
+    if (!by_name_.try_insert(nodes_[v].name, v)) {
+      throw InputError(where, fmt::format("two nodes are named '{}'", nodes_[v].name));
+    }
   }
   sealed_ = true;
 }

@@ -17,10 +17,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/core/error.hpp"
+#include "sim/core/flat_map.hpp"
 #include "sim/core/units.hpp"
 
 namespace rocesim::fabric {
@@ -275,7 +275,7 @@ class Fabric {
   std::vector<Link> links_;
   std::vector<Server> servers_;
   std::vector<std::string> link_classes_;
-  std::unordered_map<uint32_t, uint16_t> class_by_ends_;  // (end kind, end kind) -> class
+  std::vector<uint16_t> class_by_ends_;  // (end code, end code) -> class + 1 (0: none yet)
   std::string description_;
   bool sealed_ = false;
 
@@ -287,7 +287,7 @@ class Fabric {
   std::vector<NodeId> nic_of_gpu_;
   std::vector<NodeId> first_hop_;
   std::vector<uint32_t> ip_;
-  std::unordered_map<std::string_view, NodeId> by_name_;
+  FlatMap<std::string_view, NodeId, std::hash<std::string_view>> by_name_;
 };
 
 /// Dotted-quad text of an IPv4 address.

@@ -42,8 +42,7 @@ void EqualCostTable::build() {
 }
 
 const std::vector<uint16_t>& EqualCostTable::to_neighbours(fabric::NodeId target) {
-  const auto cached = by_target_.find(target);
-  if (cached != by_target_.end()) return *cached->second;
+  if (const std::vector<uint16_t>* const* cached = by_target_.find(target)) return **cached;
   ROCESIM_CHECK(is_fabric_switch(target), "equal-cost target must be a fabric switch");
   const uint32_t t = index_[target];
   std::vector<uint32_t> set(in_.begin() + in_begin_[t], in_.begin() + in_begin_[t + 1]);
@@ -69,7 +68,7 @@ const std::vector<uint16_t>& EqualCostTable::to_neighbours(fabric::NodeId target
     }
     it = by_set_.emplace(std::move(set), std::move(d)).first;
   }
-  by_target_.emplace(target, &it->second);
+  by_target_.insert(target, &it->second);
   return it->second;
 }
 
@@ -101,8 +100,8 @@ uint32_t EqualCostTable::route_length(fabric::NodeId src, fabric::NodeId dst,
 std::span<const fabric::LinkId> EqualCostTable::next_hops(fabric::NodeId at,
                                                           fabric::NodeId target) {
   const uint64_t key = (static_cast<uint64_t>(at) << 32) | target;
-  auto it = groups_.find(key);
-  if (it == groups_.end()) {
+  const std::pair<uint32_t, uint32_t>* range = groups_.find(key);
+  if (range == nullptr) {
     const std::vector<uint16_t>& d = to_neighbours(target);
     const uint32_t here = dist(index_[at], target, d);
     const auto begin = static_cast<uint32_t>(members_.size());
@@ -123,9 +122,10 @@ std::span<const fabric::LinkId> EqualCostTable::next_hops(fabric::NodeId at,
         }
       }
     }
-    it = groups_.emplace(key, std::make_pair(begin, static_cast<uint32_t>(members_.size()))).first;
+    groups_.insert(key, {begin, static_cast<uint32_t>(members_.size())});
+    range = groups_.find(key);
   }
-  return {members_.data() + it->second.first, members_.data() + it->second.second};
+  return {members_.data() + range->first, members_.data() + range->second};
 }
 
 }  // namespace rocesim::routing

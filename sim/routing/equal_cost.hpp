@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <map>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "sim/core/flat_map.hpp"
 #include "sim/fabric/fabric.hpp"
 #include "sim/routing/link_view.hpp"
 
@@ -67,8 +67,17 @@ class EqualCostTable {
   std::vector<uint32_t> in_begin_;  // reverse switch graph: in-neighbours (dense indices)
   std::vector<uint32_t> in_;
   std::map<std::vector<uint32_t>, std::vector<uint16_t>> by_set_;
-  std::unordered_map<fabric::NodeId, const std::vector<uint16_t>*> by_target_;
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> groups_;  // (at,target) -> range
+  /// A 64-bit key's bits mixed (SplitMix64's finalizer): the open-addressing tables index by
+  /// the low bits, which for (at, target) pairs would be the target's alone.
+  struct Mix64 {
+    size_t operator()(uint64_t k) const {
+      k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      k = (k ^ (k >> 27)) * 0x94d049bb133111ebULL;
+      return static_cast<size_t>(k ^ (k >> 31));
+    }
+  };
+  FlatMap<uint64_t, const std::vector<uint16_t>*, Mix64> by_target_;
+  FlatMap<uint64_t, std::pair<uint32_t, uint32_t>, Mix64> groups_;  // (at, target) -> range
   std::vector<fabric::LinkId> members_;
 };
 

@@ -55,5 +55,25 @@ TEST(FlatMap, CollidingKeysShareOneProbeChain) {
   EXPECT_EQ(m.find(200), nullptr);
 }
 
+TEST(FlatMap, TryInsertKeepsTheFirstValueAndClearForgetsAll) {
+  // On one probe chain (Constant hash): a key already there keeps its value and reports false;
+  // after clear() nothing is found and the keys can be stored again.
+  FlatMap<uint64_t, uint64_t, Constant> m;
+  for (uint64_t k = 0; k < 50; ++k)
+    EXPECT_TRUE(m.try_insert(k, k + 1));
+  for (uint64_t k = 0; k < 50; ++k)
+    EXPECT_FALSE(m.try_insert(k, 0));
+  EXPECT_EQ(m.size(), 50u);
+  for (uint64_t k = 0; k < 50; ++k) {
+    ASSERT_NE(m.find(k), nullptr);
+    EXPECT_EQ(*m.find(k), k + 1);
+  }
+  m.clear();
+  EXPECT_EQ(m.size(), 0u);
+  EXPECT_EQ(m.find(7), nullptr);
+  EXPECT_TRUE(m.try_insert(7, 70));
+  EXPECT_EQ(*m.find(7), 70u);
+}
+
 }  // namespace
 }  // namespace rocesim
