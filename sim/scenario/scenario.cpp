@@ -471,8 +471,24 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   run->sim = std::make_unique<engine::Simulation>(run->fabric, *run->router, *run->network, sc);
   if (r.has("events")) read_events(r, r.node("events"), *run->sim);
 
-  run->nccl = collectives::nccl::read_nccl(r.section("nccl", collectives::nccl::nccl_table()),
-                                           collectives::nccl::NcclConfig{}, false);
+  const ParamReader nccl = r.section("nccl", collectives::nccl::nccl_table());
+  run->nccl = collectives::nccl::read_nccl(nccl, collectives::nccl::NcclConfig{}, false);
+  const std::span<const fabric::Server> servers = run->fabric.servers();
+  const bool one_cpu =
+      !servers.empty() && std::all_of(servers.begin(), servers.end(), [&](const auto& s) {
+        return s.cpu == servers.front().cpu;
+      });
+  if (!run->nccl.net_overhead && one_cpu) {
+    // NCCL's default follows the host CPU (each communicator's, see OpRunner::tuning_input);
+    // where every server has the same, the effective scenario records the value, which
+    // calibration starts from.
+    const Time overhead = collectives::nccl::default_net_overhead(servers.front().cpu);
+    ConfigNode effective = nccl.effective();
+    effective.set("NCCL_NET_OVERHEAD", SourceLocation{},
+                  ConfigNode::scalar(fmt::format("{}us", overhead.in_us()), SourceLocation{},
+                                     config_path(nccl.self().path(), "NCCL_NET_OVERHEAD")));
+    sink.record(std::move(effective));
+  }
   const Jobs jobs = read_jobs(r, run->fabric, run->seed);
   run->job_ranks = jobs.main;
 

@@ -985,6 +985,40 @@ TEST(NcclTuning, TheNetPluginsLatencyJoinsEveryNetworkStep) {
               431.6 + 8192 / (1000 * 400.0 * 16 / 30), 1e-6);
 }
 
+TEST(NcclTuning, NetOverheadFollowsTheHostCpu) {
+  // NCCL_NET_OVERHEAD unset: NCCL's getNetOverhead gives 1 us on Intel hosts and 2 us on AMD x86
+  // ones, and a multi-node ring's intra-node steps cost at least 3 x that with Simple. Ring/Simple
+  // AllReduce of 1 MiB on 2 servers of 2 GPUs ("newest" tables): 2(n-1) - 2(nodes-1) = 4
+  // intra-node steps at max(hwLat 3.4, 3 x 1) = 3.4 us on Intel, max(3.4, 3 x 2) = 6 us on AMD,
+  // times 1.4 for the ring's plateau (1 MiB / (channels x 4 ranks) >= 64 bytes): NCCL's estimate
+  // grows by 4 x 2.6 x 1.4 = 14.56 us. The effective scenario records the value used.
+  const auto yaml = [](const char* cpu) {
+    return fmt::format(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {{gpus: 2, cpu: {}}}
+  leaf: {{uplinks: 4}}
+  spine: {{count: 4}}
+workloads:
+  - {{name: w, type: nccl, collective: allreduce, bytes: 1MiB,
+      nccl: {{NCCL_ALGO: Ring, NCCL_PROTO: Simple}}}}
+)",
+                       cpu);
+  };
+  const Figures intel = run(yaml("intel-sapphire-rapids")).at("w");
+  const Figures amd = run(yaml("amd-zen4")).at("w");
+  EXPECT_NEAR(amd["nccl_model_us"] - intel["nccl_model_us"], 4 * 2.6 * 1.4, 1e-9);
+  EXPECT_GT(amd.seconds, intel.seconds);  // the simulation pays the same step costs
+  EXPECT_TRUE(contains(test::scenario_from_yaml(yaml("amd-zen4"))->effective_yaml,
+                       "NCCL_NET_OVERHEAD: 2us"));
+  EXPECT_TRUE(contains(test::scenario_from_yaml(yaml("intel-sapphire-rapids"))->effective_yaml,
+                       "NCCL_NET_OVERHEAD: 1us"));
+  // Written, it wins over the CPU's.
+  const std::string written = yaml("amd-zen4") + "nccl: {NCCL_NET_OVERHEAD: 1us}\n";
+  EXPECT_NEAR(run(written).at("w")["nccl_model_us"], intel["nccl_model_us"], 1e-9);
+}
+
 TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   // HGX H100 as NCCL 2.27 sees it (HARDWARE.md 5.4-5.5): ring and tree graphs of 8 channels at
   // 48 GB/s, an NVLS graph of 8 heads at 40 GB/s inside the node, Intel host.

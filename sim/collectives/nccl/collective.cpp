@@ -199,7 +199,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.collnet = config_.collnet;
   in.nvswitch = server.nvswitch != fabric::kNone;
   in.pat = config_.pat_enable != 0;
-  in.net_overhead_us = config_.net_overhead.in_us();
+  in.net_overhead_us = config_.net_overhead.value_or(default_net_overhead(server.cpu)).in_us();
   in.latency_inter_us = server.net_latency.in_us();
   in.rccl = rccl_model(config_.tuning_tables);
   in.amd_host = fabric::is_amd(server.cpu);

@@ -13,8 +13,8 @@ constexpr std::array<std::string_view, 10> kCollectiveNames{
     "alltoall",  "alltoallv", "gather",        "scatter",   "sendrecv"};
 
 // Defaults from NCCL (MODELS.md 5.3-5.5): buffer sizes from src/init.cc, p2p chunks from
-// NCCL_P2P_NET_CHUNKSIZE and NCCL_P2P_NVL_CHUNKSIZE, net overhead 1 us (Intel hosts; NCCL uses 2 us
-// on AMD).
+// NCCL_P2P_NET_CHUNKSIZE and NCCL_P2P_NVL_CHUNKSIZE, the net overhead by the host CPU
+// (default_net_overhead).
 constexpr Param kNcclParams[] = {
     {.key = "NCCL_ALGO",
      .type = ParamType::String,
@@ -138,9 +138,11 @@ constexpr Param kNcclParams[] = {
      .check = Check::NonNegative},
     {.key = "NCCL_NET_OVERHEAD",
      .type = ParamType::Time,
-     .fallback = "1us",
-     .help = "host overhead per network step (NCCL: 1 us Intel, 2 us AMD; x3 for Simple)",
-     .check = Check::NonNegative},
+     .help = "host overhead per network step, x3 for Simple (default: NCCL's for the servers' "
+             "node.cpu, 2 us on AMD x86 hosts, 1 us on Intel and Arm; the effective scenario "
+             "records the value used)",
+     .check = Check::NonNegative,
+     .optional = true},
     {.key = "library",
      .type = ParamType::Choice,
      .fallback = "nccl",
@@ -358,6 +360,10 @@ Bytes NcclConfig::buffer(Protocol p) const {
   return buffsize;
 }
 
+Time default_net_overhead(fabric::CpuKind cpu) {
+  return fabric::is_amd(cpu) ? Time::us(2) : Time::us(1);
+}
+
 const ParamTable& nccl_table() {
   return kNcclTable;
 }
@@ -417,7 +423,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("NCCL_P2P_NVL_CHUNKSIZE")) c.p2p_nvl_chunksize = r.bytes("NCCL_P2P_NVL_CHUNKSIZE");
   if (take("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
   if (take("NCCL_COLLNET_ENABLE")) c.collnet = flag(r, "NCCL_COLLNET_ENABLE");
-  if (take("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");
+  if (r.has("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");
   if (take("library")) {
     c.rccl = r.choice("library") == "rccl";
     if (!r.has("tuning_tables")) c.tuning_tables = c.rccl ? "rccl-mi300" : "newest";

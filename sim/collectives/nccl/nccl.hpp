@@ -16,6 +16,7 @@
 
 #include "sim/core/params.hpp"
 #include "sim/core/units.hpp"
+#include "sim/fabric/fabric.hpp"
 
 namespace rocesim::collectives::nccl {
 
@@ -132,7 +133,7 @@ struct NcclConfig {
   Bytes p2p_nvl_chunksize{512 << 10};   // NCCL_P2P_NVL_CHUNKSIZE
   bool pxn = true;                      // !NCCL_PXN_DISABLE
   bool collnet = false;                 // NCCL_COLLNET_ENABLE
-  Time net_overhead = Time::us(1);      // NCCL_NET_OVERHEAD
+  std::optional<Time> net_overhead;     // NCCL_NET_OVERHEAD; unset: the host CPU's
   // The model's own parameters.
   bool rccl = false;                     // library: rccl (AMD) instead of nccl
   std::string tuning_tables = "newest";  // pinned tuning.cc constants
@@ -145,6 +146,9 @@ struct NcclConfig {
 };
 
 const ParamTable& nccl_table();
+/// NCCL's host overhead per network step when NCCL_NET_OVERHEAD is unset (getNetOverhead in
+/// tuning.cc, RCCL's alike): 2 us on AMD x86 hosts, 1 us on Intel and others.
+Time default_net_overhead(fabric::CpuKind cpu);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
 /// included, or with `only_written` just the keys the section names (a workload's overrides).
 NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);
