@@ -475,9 +475,8 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   run->nccl = collectives::nccl::read_nccl(nccl, collectives::nccl::NcclConfig{}, false);
   const std::span<const fabric::Server> servers = run->fabric.servers();
   const bool one_cpu =
-      !servers.empty() && std::all_of(servers.begin(), servers.end(), [&](const auto& s) {
-        return s.cpu == servers.front().cpu;
-      });
+      !servers.empty() && std::all_of(servers.begin(), servers.end(),
+                                      [&](const auto& s) { return s.cpu == servers.front().cpu; });
   if (!run->nccl.net_overhead && one_cpu) {
     // NCCL's default follows the host CPU (each communicator's, see OpRunner::tuning_input);
     // where every server has the same, the effective scenario records the value, which
