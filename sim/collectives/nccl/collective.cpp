@@ -35,15 +35,20 @@ double seconds(Time t) {
 double ring_delay(const std::vector<double>& gain, double advances) {
   const size_t n = gain.size();
   if (n == 0 || advances < 1) return 0;
-  // Best arc of at most `len` edges (0 for none): prefix sums over two laps, the least earlier
-  // prefix within `len` kept in a monotone queue.
+  // Best arc of at most `len` edges (0 for none): prefix sums over two laps (made once for
+  // both questions below), the least earlier prefix within `len` kept in a monotone queue.
+  std::vector<double> prefix;
+  std::vector<size_t> window;  // indices of increasing prefix values
   const auto best_arc = [&](size_t len) {
     len = std::min(len, n);
     if (len == 0) return 0.0;
-    std::vector<double> prefix(2 * n + 1, 0);
-    for (size_t k = 0; k < 2 * n; ++k)
-      prefix[k + 1] = prefix[k] + gain[k % n];
-    std::vector<size_t> window;  // indices of increasing prefix values
+    if (prefix.empty()) {
+      prefix.assign(2 * n + 1, 0);
+      for (size_t k = 0; k < 2 * n; ++k)
+        prefix[k + 1] = prefix[k] + gain[k % n];
+      window.reserve(2 * n);
+    }
+    window.clear();
     size_t head = 0;
     double best = 0;
     for (size_t j = 1; j <= 2 * n; ++j) {
