@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -500,6 +501,58 @@ double large_message_median_error(const std::string& csv_path) {
     }
   }
   return errors.empty() ? -1 : validation::percentile(errors, 0.5);
+}
+
+TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
+  // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
+  // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
+  // the figures that page gives ("all six clusters, now": 15.8% under 1 MiB, 17.4% from 1 to
+  // 64 MiB, 2.8% / 13.2% from 64 MiB) by more than half a point; from 64 MiB the median also
+  // meets issue 8's target of 5%. A change that moves them updates that table and this test.
+  struct Cluster {
+    const char* scenario;
+    const char* dataset;
+    const char* tables;  // --tables, or empty
+  };
+  const Cluster clusters[] = {
+      {"h100-ib-400g", "nvidia_nccl-tests_issue309_h100_ib_2-8nodes", ""},
+      {"aws-p4d-efa", "aws_p4d_efa_a100_2node_allreduce", ""},
+      {"abci-a100-sharp", "abci_a100_ib_sharp_2node_allreduce", ""},
+      {"amd-mi300x-roce", "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce", "aac8_,aac10_"},
+      {"amd-mi325x-roce", "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce", "aac11_"},
+      {"amd-mi355x-pollara", "amd_aac_mi300x_mi325x_mi355x_rccl_allreduce", "aac14_"},
+  };
+  const TempDir dir("cli-fidelity");
+  std::map<std::string, std::vector<double>> bands;  // band -> |time error| of its rows
+  size_t rows = 0;
+  for (const Cluster& c : clusters) {
+    const std::string out = dir / c.scenario;
+    const CommandResult r = run_cli(fmt::format(
+        "validate --no-plot --measured {} --scenario {} -o {}{}",
+        source_path(fmt::format("validation/data/measured/{}.yaml", c.dataset)),
+        source_path(fmt::format("validation/scenarios/{}.yaml", c.scenario)), out,
+        *c.tables != 0 ? fmt::format(" --tables {}", c.tables) : ""));
+    ASSERT_EQ(r.exit_code, 0) << c.scenario << r.err;
+    std::istringstream csv(read_file(out + "/validation.csv"));
+    std::string line;
+    std::getline(csv, line);  // header: ..., band (6th), ..., time_error (9th), ...
+    while (std::getline(csv, line)) {
+      std::vector<std::string> f;
+      std::istringstream fields(line);
+      for (std::string x; std::getline(fields, x, ',');)
+        f.push_back(x);
+      ASSERT_GT(f.size(), 8u) << line;
+      bands[f[5]].push_back(std::abs(std::stod(f[8])));
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 297u);
+  const auto median = [&](const char* band) { return validation::percentile(bands[band], 0.5); };
+  EXPECT_LE(median("<1MiB"), 0.158 + 0.005);
+  EXPECT_LE(median("1-64MiB"), 0.174 + 0.005);
+  EXPECT_LE(median(">=64MiB"), 0.05);
+  EXPECT_LE(median(">=64MiB"), 0.028 + 0.005);
+  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.132 + 0.005);
 }
 
 TEST(CalibrateFit, AFitOnOneClusterCarriesOverToAnotherWithTheSameGpus) {
