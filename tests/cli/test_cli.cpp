@@ -12,8 +12,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -527,11 +527,11 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   size_t rows = 0;
   for (const Cluster& c : clusters) {
     const std::string out = dir / c.scenario;
-    const CommandResult r = run_cli(fmt::format(
-        "validate --no-plot --measured {} --scenario {} -o {}{}",
-        source_path(fmt::format("validation/data/measured/{}.yaml", c.dataset)),
-        source_path(fmt::format("validation/scenarios/{}.yaml", c.scenario)), out,
-        *c.tables != 0 ? fmt::format(" --tables {}", c.tables) : ""));
+    const CommandResult r =
+        run_cli(fmt::format("validate --no-plot --measured {} --scenario {} -o {}{}",
+                            source_path(fmt::format("validation/data/measured/{}.yaml", c.dataset)),
+                            source_path(fmt::format("validation/scenarios/{}.yaml", c.scenario)),
+                            out, *c.tables != 0 ? fmt::format(" --tables {}", c.tables) : ""));
     ASSERT_EQ(r.exit_code, 0) << c.scenario << r.err;
     std::istringstream csv(read_file(out + "/validation.csv"));
     std::string line;
