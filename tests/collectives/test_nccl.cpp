@@ -1019,6 +1019,37 @@ workloads:
   EXPECT_NEAR(run(written).at("w")["nccl_model_us"], intel["nccl_model_us"], 1e-9);
 }
 
+TEST(NcclChannels, ThreadThresholdsAsNcclSetsThem) {
+  // NCCL (enqueue.cc, topoGetAlgoInfo): an operation of S bytes runs nc = min(C, max(1,
+  // floor(S / (nt x threshold)))) channels, nt its threads (LL 512, LL128 640, Simple 512) and
+  // the threshold 8 bytes a thread for LL and LL128, 64 for Simple, times the ranks for Ring/LL
+  // and 512 for CollNet's Simple (tuning.cc); then, with one channel left, the threads halve
+  // while S < nt x threshold and nt is a multiple of 128, except for trees, NVLS and
+  // CollNetDirect. 2 servers x 8 GPUs, a NIC each: C = 16; n = 16 ranks.
+  auto run = test::scenario_from_yaml(
+      rack_topology(2, 8) +
+      "workloads:\n  - {name: w, type: nccl, collective: allreduce, bytes: 1MiB}\n");
+  const OpRunner op(run->fabric, run->job_ranks, NcclConfig{}, 0);
+  const auto kib = [](int64_t k) { return k << 10; };
+  // Ring/LL: 8 x 16 = 128 bytes a thread, 64 KiB a channel.
+  EXPECT_EQ(op.channels_for(kib(128), Protocol::LL, Algorithm::Ring), 2);
+  EXPECT_EQ(op.channels_for(kib(2048), Protocol::LL, Algorithm::Ring), 16);
+  // Tree/LL: 4 KiB a channel.
+  EXPECT_EQ(op.channels_for(kib(128), Protocol::LL, Algorithm::Tree), 16);
+  EXPECT_EQ(op.channels_for(kib(8), Protocol::LL, Algorithm::Tree), 2);
+  // LL128: 640 x 8 = 5 KiB a channel; Simple: 32 KiB; CollNetChain's Simple: 256 KiB.
+  EXPECT_EQ(op.channels_for(kib(40), Protocol::LL128, Algorithm::Ring), 8);
+  EXPECT_EQ(op.channels_for(kib(64), Protocol::Simple, Algorithm::Ring), 2);
+  EXPECT_EQ(op.channels_for(kib(1024), Protocol::Simple, Algorithm::CollNetChain), 4);
+  // Threads: Ring/LL of 16 KiB on its one channel: 512 x 128 B and 256 x 128 B exceed it, 128
+  // x 128 B = 16 KiB does not: 128 threads. 8 bytes: down to 64 (not a multiple of 128).
+  EXPECT_EQ(op.threads_for(kib(16), Protocol::LL, Algorithm::Ring, 1), 128);
+  EXPECT_EQ(op.threads_for(8, Protocol::LL, Algorithm::Ring, 1), 64);
+  EXPECT_EQ(op.threads_for(kib(2048), Protocol::LL, Algorithm::Ring, 16), 512);
+  // Trees keep all their threads.
+  EXPECT_EQ(op.threads_for(8, Protocol::LL, Algorithm::Tree, 1), 512);
+}
+
 TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   // HGX H100 as NCCL 2.27 sees it (HARDWARE.md 5.4-5.5): ring and tree graphs of 8 channels at
   // 48 GB/s, an NVLS graph of 8 heads at 40 GB/s inside the node, Intel host.

@@ -21,8 +21,11 @@ constexpr int kSliceSteps = kNcclSteps / 4;
 // The least data NCCL gives a channel before it uses fewer channels: its per-thread thresholds
 // (NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64
 // bytes) times the threads of a channel (512, 640 and 512).
+// NCCL's threads per channel (maxThreads: LL 512, LL128 640, Simple 512) and the bytes each
+// thread should get before the operation takes another channel (threadThresholds, tuning.cc:
+// NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64).
 constexpr double kThreads[3] = {512, 640, 512};
-constexpr double kMinChannelBytes[3] = {8.0 * kThreads[0], 8.0 * kThreads[1], 64.0 * kThreads[2]};
+constexpr double kThreadThreshold[3] = {8, 8, 64};
 // Per-peer point-to-point buffer: NCCL_STEPS chunks of NCCL_P2P_NET_CHUNKSIZE.
 constexpr int kP2pSteps = kNcclSteps;
 
@@ -147,17 +150,43 @@ int OpRunner::default_channels() const {
   return std::min(kMaxChannels, 2 * comm_.nics_per_node());
 }
 
-int OpRunner::channels_for(int64_t bytes, Protocol p) const {
+double OpRunner::thread_threshold(Protocol p, Algorithm a) const {
+  // NCCL's threadThresholds (tuning.cc): Ring/LL's times the ranks, CollNet's Simple 512 bytes
+  // a thread (RCCL 256).
+  double t = kThreadThreshold[static_cast<int>(p)];
+  if (a == Algorithm::Ring && p == Protocol::LL) t *= comm_.nranks();
+  if (is_collnet(a) && p == Protocol::Simple) t = config_.rccl ? 256 : 512;
+  return t;
+}
+
+double OpRunner::max_threads(Protocol p) const {
+  // RCCL's channels run 256 threads (64-wide wavefronts), NCCL's 512 or 640.
+  return config_.rccl ? 256 : kThreads[static_cast<int>(p)];
+}
+
+int OpRunner::channels_for(int64_t bytes, Protocol p, Algorithm a) const {
   int c = default_channels();
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
   c = std::max(c, std::max(config_.min_channels, config_.min_ctas));
-  // RCCL's channels run 256 threads (64-wide wavefronts), NCCL's 512 or 640.
-  const double min_bytes = kMinChannelBytes[static_cast<int>(p)] *
-                           (config_.rccl ? 256.0 / kThreads[static_cast<int>(p)] : 1.0);
-  const int by_size = static_cast<int>(static_cast<double>(bytes) / min_bytes);
+  const double per_channel = max_threads(p) * thread_threshold(p, a);
+  const int by_size = static_cast<int>(static_cast<double>(bytes) / per_channel);
   return std::max(1, std::min(c, by_size));
+}
+
+int OpRunner::threads_for(int64_t bytes, Protocol p, Algorithm a, int channels) const {
+  auto nt = static_cast<int>(max_threads(p));
+  // NCCL's trees use all their threads ("Tree now uses all threads"), NVLS and CollNetDirect
+  // are not reduced.
+  if (a == Algorithm::Tree || a == Algorithm::Nvls || a == Algorithm::NvlsTree ||
+      a == Algorithm::CollNetDirect) {
+    return nt;
+  }
+  const double threshold = thread_threshold(p, a);
+  while (static_cast<double>(bytes) < channels * nt * threshold && nt % 128 == 0)
+    nt /= 2;
+  return nt;
 }
 
 TuningInput OpRunner::tuning_input(Collective c, int channels) const {
@@ -289,9 +318,10 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     result_.algorithm = Algorithm::Msccl;
     result_.protocol = msccl->protocol;
     result_.channels = msccl->channels;
+    result_.threads = static_cast<int>(max_threads(result_.protocol));
     set_step_costs();
   } else {
-    const int probe = channels_for(bytes, Protocol::Simple);
+    const int probe = channels_for(bytes, Protocol::Simple, Algorithm::Ring);
     uint8_t algos = config_.algos[static_cast<size_t>(c)];
     if (config_.tree_threshold && c == Collective::AllReduce) {
       // Older NCCL: the size alone picks Tree or Ring for AllReduce.
@@ -305,7 +335,9 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     result_.protocol = choice.protocol;
     const bool nvls =
         choice.algorithm == Algorithm::Nvls || choice.algorithm == Algorithm::NvlsTree;
-    result_.channels = nvls ? nvls_channels() : channels_for(bytes, choice.protocol);
+    result_.channels =
+        nvls ? nvls_channels() : channels_for(bytes, choice.protocol, choice.algorithm);
+    result_.threads = threads_for(bytes, choice.protocol, choice.algorithm, result_.channels);
     set_step_costs();
     result_.model_us = model_time_us(tables_, tuning_input(c, result_.channels), choice.algorithm,
                                      choice.protocol, static_cast<double>(bytes));
@@ -728,7 +760,10 @@ double OpRunner::protocol_cap() const {
       break;
   }
   if (bus == network::kNoRateCap) return bus;
-  return bus * 1e9 / (tree ? 2.0 : 1.0);
+  // A channel whose CTA runs fewer threads (a small operation) moves as much less.
+  const double threads =
+      result_.threads > 0 ? result_.threads / max_threads(result_.protocol) : 1.0;
+  return bus * 1e9 / (tree ? 2.0 : 1.0) * threads;
 }
 
 double OpRunner::nvls_chunk(double bytes, Algorithm a) const {

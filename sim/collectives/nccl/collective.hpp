@@ -85,6 +85,7 @@ struct OpResult {
   Algorithm algorithm = Algorithm::Ring;
   Protocol protocol = Protocol::Simple;
   int channels = 0;
+  int threads = 0;      // threads of each channel's CTA (fewer for small operations)
   double model_us = 0;  // NCCL's own estimate (tuning model), for comparison
   Time start{}, end{};
   Time duration() const { return end - start; }
@@ -132,8 +133,13 @@ class OpRunner {
   const OpResult& result() const { return result_; }
   const Communicator& communicator() const { return comm_; }
   const NcclConfig& config() const { return config_; }
-  /// Channels an operation of `bytes` would use with a protocol.
-  int channels_for(int64_t bytes, Protocol p) const;
+  /// Channels an operation of `bytes` would use with an algorithm and protocol: NCCL's count
+  /// lowered while a channel's threads would get less than their threshold each
+  /// (enqueue.cc, topoGetAlgoInfo).
+  int channels_for(int64_t bytes, Protocol p, Algorithm a) const;
+  /// Threads of each channel's CTA: halved, once a single channel is left, while they would
+  /// still get less than their threshold each; trees, NVLS and CollNetDirect keep all.
+  int threads_for(int64_t bytes, Protocol p, Algorithm a, int channels) const;
   /// The channels NCCL's kernel runs by default for an operation large enough for all of them.
   int default_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
@@ -225,6 +231,10 @@ class OpRunner {
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
+  /// NCCL's bytes per thread before an operation takes another channel (threadThresholds).
+  double thread_threshold(Protocol p, Algorithm a) const;
+  /// A channel's full complement of threads with a protocol.
+  double max_threads(Protocol p) const;
   /// The pace of each stage of the chain and tree channels: a stage's slowest leg on the
   /// busiest of its links, with the legs of every channel that run there at the same time,
   /// moves capacity / load bytes of a channel per second.
