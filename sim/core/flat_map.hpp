@@ -1,7 +1,8 @@
-// A hash map for many small entries that are only added and looked up: open addressing with
-// linear probing in one array of slots, doubled when half full. Where a node-based map pays an
-// allocation per entry and a pointer chase per lookup (a million point-to-point connections of
-// an AlltoAll), this costs one probe sequence in contiguous memory.
+// A hash map for many small entries that are only added, looked up and cleared all at once:
+// open addressing with linear probing in one array of slots, doubled when half full. Where a
+// node-based map pays an allocation per entry and a pointer chase per lookup (a million
+// point-to-point connections of an AlltoAll), this costs one probe sequence in contiguous memory.
+// The hash's low bits index the slots: keys whose low bits repeat need a mixing hash.
 #pragma once
 
 #include <cstddef>

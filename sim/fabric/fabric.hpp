@@ -92,7 +92,7 @@ struct GpuSpec {
 
 /// The host CPU of a server, as NCCL tells it apart (its topology's CPU vendor and model): it
 /// sets NCCL's figure for the link between sockets, whether GPUs use PCIe peer-to-peer through
-/// the CPU, and NCCL's LL throughput cap across nodes.
+/// the CPU, NCCL's LL throughput cap across nodes and its default network post overhead.
 enum class CpuKind : uint8_t {
   IntelBroadwell,  // and older
   IntelSkylake,    // Skylake to Ice Lake

@@ -246,8 +246,8 @@ constexpr Param kServerParams[] = {
              "between sockets (intel-broadwell 6, intel-skylake 10 for Skylake to Ice Lake, "
              "intel-sapphire-rapids 22, intel-emerald-rapids 40 for Emerald and Granite Rapids, "
              "amd-zen2 16 for Zen 1-2, amd-zen4 24 for Zen 3-4, amd-zen5 32, arm 6 GB/s), the "
-             "extra bandwidth its search reserves through an Intel root complex, and NCCL's LL "
-             "throughput cap across nodes (AMD or not)",
+             "extra bandwidth its search reserves through an Intel root complex, NCCL's LL "
+             "throughput cap across nodes and its default NCCL_NET_OVERHEAD (AMD or not)",
      .choices = "intel-broadwell|intel-skylake|intel-sapphire-rapids|intel-emerald-rapids|"
                 "amd-zen2|amd-zen4|amd-zen5|arm"},
 };
