@@ -1050,6 +1050,21 @@ TEST(NcclChannels, ThreadThresholdsAsNcclSetsThem) {
   EXPECT_EQ(op.threads_for(8, Protocol::LL, Algorithm::Tree, 1), 512);
 }
 
+TEST(NcclClosedForm, TheProxyPostsEachChannelsNetworkStepInTurn) {
+  // proxy_post_latency p: a GPU's proxy thread posts its channels' network steps one after
+  // another, so each network step of an operation on C channels costs (C - 1) p more. Tree/LL
+  // AllReduce of 64 KiB on 2 servers of 8 GPUs: C = 16 channels (4 KiB each), and the tree's
+  // critical path crosses the network twice (up to the root's node and down again), so the
+  // operation takes 2 x 15 x p longer: 30 us with p = 1 us. NCCL's own estimate is unchanged.
+  const std::string w =
+      "collective: allreduce, bytes: 64KiB, nccl: {NCCL_ALGO: Tree, NCCL_PROTO: LL}";
+  const Figures base = run_one(rack_topology(2, 8), "", w);
+  const Figures posted = run_one(rack_topology(2, 8), "nccl: {proxy_post_latency: 1us}\n", w);
+  EXPECT_EQ(base["channels"], 16);
+  EXPECT_NEAR(posted.seconds - base.seconds, 2 * 15 * 1e-6, 1e-9);
+  EXPECT_DOUBLE_EQ(posted["nccl_model_us"], base["nccl_model_us"]);
+}
+
 TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   // HGX H100 as NCCL 2.27 sees it (HARDWARE.md 5.4-5.5): ring and tree graphs of 8 channels at
   // 48 GB/s, an NVLS graph of 8 heads at 40 GB/s inside the node, Intel host.

@@ -289,6 +289,9 @@ void OpRunner::set_step_costs() {
                       step_latency_us(tables_, in, table_algorithm(), result_.protocol, network);
     step_cost_us_[network ? 1 : 0] = std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
   }
+  // A GPU's proxy thread posts the network steps of its channels one after another: the last
+  // channel's step waits for the others' posts.
+  step_cost_us_[1] += std::max(0, result_.channels - 1) * config_.proxy_post_latency.in_us();
 }
 
 double OpRunner::leg_latency_us(engine::Simulation& sim, engine::ConnectionId c,

@@ -182,6 +182,14 @@ constexpr Param kNcclParams[] = {
      .help = "scales NCCL's per-hop latency estimates (hwLat), the GPU, proxy and protocol cost "
              "of one pipeline step added to the fabric's own latency",
      .check = Check::NonNegative},
+    {.key = "proxy_post_latency",
+     .type = ParamType::Time,
+     .fallback = "0s",
+     .help = "host time a GPU's proxy thread spends posting one channel's network step; it posts "
+             "the channels one after another, so a network step of an operation on C channels "
+             "waits (C - 1) x this for its last channel. 0: not charged (no public figure: "
+             "calibrate it)",
+     .check = Check::NonNegative},
 };
 const ParamTable kNcclTable{"nccl",
                             "NCCL settings (NCCL's environment variables) and the NCCL model's "
@@ -441,6 +449,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("base_latency_factor")) c.base_latency_factor = r.number("base_latency_factor");
   if (take("credit_latency")) c.credit_latency = r.time("credit_latency");
   if (take("hop_latency_factor")) c.hop_latency_factor = r.number("hop_latency_factor");
+  if (take("proxy_post_latency")) c.proxy_post_latency = r.time("proxy_post_latency");
   return c;
 }
 

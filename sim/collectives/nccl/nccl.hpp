@@ -5,8 +5,9 @@
 // section, and a workload's own `nccl:` section overrides them key by key.
 //
 // Beside NCCL's variables sit the model's own calibratable parameters (lower case):
-// `launch_latency`, `base_latency_factor`, `hop_latency_factor`, `credit_latency` and
-// `tuning_tables` (the pinned NCCL release whose tuning constants are used; see tuning.hpp).
+// `launch_latency`, `base_latency_factor`, `hop_latency_factor`, `credit_latency`,
+// `proxy_post_latency` and `tuning_tables` (the pinned NCCL release whose tuning constants are
+// used; see tuning.hpp).
 #pragma once
 
 #include <array>
@@ -141,6 +142,7 @@ struct NcclConfig {
   double base_latency_factor = 1.0;      // scales NCCL's baseLat (without launch_latency)
   double hop_latency_factor = 1.0;       // scales NCCL's per-hop latencies (hwLat)
   Time credit_latency{};                 // receiver's time to return a credit (CTS)
+  Time proxy_post_latency{};             // proxy's host time per channel's network step
 
   Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)
 };
