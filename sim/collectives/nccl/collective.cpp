@@ -18,9 +18,6 @@ namespace {
 // NCCL_STEPS/4 for AllReduce, AllGather and ReduceScatter; 1 and 1 for Broadcast and Reduce.
 constexpr int kChunkSteps = kNcclSteps / 2;
 constexpr int kSliceSteps = kNcclSteps / 4;
-// The least data NCCL gives a channel before it uses fewer channels: its per-thread thresholds
-// (NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64
-// bytes) times the threads of a channel (512, 640 and 512).
 // NCCL's threads per channel (maxThreads: LL 512, LL128 640, Simple 512) and the bytes each
 // thread should get before the operation takes another channel (threadThresholds, tuning.cc:
 // NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64).
