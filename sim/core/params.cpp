@@ -440,11 +440,18 @@ void ParamReader::fail(std::string_view key, std::string expected, std::string f
   throw InputError(where(key), path(key), std::move(expected), std::move(found));
 }
 
-ConfigNode ParamReader::effective() const {
+ConfigNode ParamReader::effective(
+    std::span<const std::pair<std::string_view, std::string>> computed) const {
   ConfigNode out = ConfigNode::map(node_.where(), node_.path());
   for (const Param& p : table_.params) {
+    const auto value = std::find_if(computed.begin(), computed.end(),
+                                    [&](const auto& c) { return c.first == p.key; });
     if (const ConfigNode* n = node_.find(p.key)) {
       out.set(std::string(p.key), node_.key_where(p.key), *n);
+    } else if (value != computed.end()) {
+      out.set(
+          std::string(p.key), SourceLocation{},
+          ConfigNode::scalar(value->second, SourceLocation{}, config_path(node_.path(), p.key)));
     } else if (p.type == ParamType::Section && p.fallback == "{}") {
       out.set(std::string(p.key), SourceLocation{},
               ConfigNode::map(SourceLocation{}, config_path(node_.path(), p.key)));

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/core/config.hpp"
@@ -129,8 +130,10 @@ class ParamReader {
   [[noreturn]] void fail(std::string_view key, std::string expected, std::string found) const;
 
   /// The mapping as written plus every scalar default, in table order; Sections and Lists are
-  /// copied as written (their readers add their own defaults).
-  ConfigNode effective() const;
+  /// copied as written (their readers add their own defaults). `computed` gives the values of
+  /// keys without a fallback that the caller works out (key, scalar text), for those absent.
+  ConfigNode effective(
+      std::span<const std::pair<std::string_view, std::string>> computed = {}) const;
 
  private:
   ParamReader(std::shared_ptr<const ConfigNode> owned, const ParamTable& table,

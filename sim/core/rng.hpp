@@ -10,6 +10,14 @@
 
 namespace rocesim {
 
+/// SplitMix64's finalizer: every bit of `z` spread over every bit of the result (also a hash of
+/// 64-bit keys whose low bits repeat, for open-addressing tables).
+constexpr uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 /// SplitMix64 (Steele, Lea, Flood 2014): used to expand seeds. `next()` is the reference
 /// algorithm (also the ECMP hash of the reference scenarios in bench/reference.py).
 class SplitMix64 {
@@ -17,10 +25,7 @@ class SplitMix64 {
   explicit constexpr SplitMix64(uint64_t state) : state_(state) {}
   constexpr uint64_t next() {
     state_ += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return mix64(state_);
   }
 
  private:

@@ -27,9 +27,15 @@ std::string rank_help(size_t n, bool job) {
 Ranks::Ranks(const Fabric& f, std::span<const NodeId> gpus, bool job)
     : f_(f), gpus_(gpus), job_(job) {}
 
+NodeId Ranks::rank(std::string_view text) const {
+  uint64_t r = 0;
+  return parse_u64(text, r) && r < gpus_.size() ? gpus_[r] : kNone;
+}
+
 NodeId Ranks::gpu(const ConfigNode& v) const {
   const size_t n = gpus_.size();
   if (!v.is_scalar()) throw InputError(v.where(), v.path(), rank_help(n, job_), v.describe());
+  if (const NodeId g = rank(v.value()); g != kNone) return g;
   uint64_t rank = 0;
   if (parse_u64(v.value(), rank)) {
     if (rank >= n) {
@@ -55,9 +61,14 @@ NodeId select_gpu(const ConfigNode& v, const Fabric& f) {
   return Ranks(f, f.gpus()).gpu(v);
 }
 
+NodeId find_switch(std::string_view name, const Fabric& f) {
+  const NodeId n = f.find(name);
+  return n != kNone && is_network_switch(f.node(n)) ? n : kNone;
+}
+
 NodeId select_switch(const ConfigNode& v, const Fabric& f) {
-  const NodeId n = v.is_scalar() ? f.find(v.value()) : kNone;
-  if (n == kNone || !is_network_switch(f.node(n))) {
+  const NodeId n = v.is_scalar() ? find_switch(v.value(), f) : kNone;
+  if (n == kNone) {
     throw InputError(v.where(), v.path(), "the name of a fabric switch, such as 'spine3'",
                      v.is_scalar() ? fmt::format("'{}', which is not a fabric switch", v.value())
                                    : v.describe());

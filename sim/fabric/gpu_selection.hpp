@@ -8,6 +8,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "sim/core/config.hpp"
@@ -21,6 +22,9 @@ class Ranks {
   Ranks(const Fabric& f, std::span<const NodeId> gpus, bool job = false);
   /// One rank or GPU name.
   NodeId gpu(const ConfigNode& value) const;
+  /// The GPU of a rank written as a plain whole number in range, else kNone (a name, or anything
+  /// gpu() would reject): the fast path of readers of many values, which fall back on gpu().
+  NodeId rank(std::string_view text) const;
   /// A selection ('all', a range, a list).
   std::vector<NodeId> select(const ConfigNode& selection) const;
   std::span<const NodeId> gpus() const { return gpus_; }
@@ -37,5 +41,7 @@ std::vector<NodeId> select_gpus(const ConfigNode& selection, const Fabric& f);
 NodeId select_gpu(const ConfigNode& value, const Fabric& f);
 /// One switch by name (for path waypoints).
 NodeId select_switch(const ConfigNode& value, const Fabric& f);
+/// The fabric switch of that name, else kNone.
+NodeId find_switch(std::string_view name, const Fabric& f);
 
 }  // namespace rocesim::fabric

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sim/core/flat_map.hpp"
+#include "sim/core/rng.hpp"
 #include "sim/fabric/fabric.hpp"
 #include "sim/routing/link_view.hpp"
 
@@ -67,14 +68,10 @@ class EqualCostTable {
   std::vector<uint32_t> in_begin_;  // reverse switch graph: in-neighbours (dense indices)
   std::vector<uint32_t> in_;
   std::map<std::vector<uint32_t>, std::vector<uint16_t>> by_set_;
-  /// A 64-bit key's bits mixed (SplitMix64's finalizer): the open-addressing tables index by
-  /// the low bits, which for (at, target) pairs would be the target's alone.
+  /// The open-addressing tables index by a hash's low bits, which for (at, target) pairs would
+  /// be the target's alone: the key's bits are mixed first.
   struct Mix64 {
-    size_t operator()(uint64_t k) const {
-      k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      k = (k ^ (k >> 27)) * 0x94d049bb133111ebULL;
-      return static_cast<size_t>(k ^ (k >> 31));
-    }
+    size_t operator()(uint64_t k) const { return static_cast<size_t>(mix64(k)); }
   };
   FlatMap<uint64_t, const std::vector<uint16_t>*, Mix64> by_target_;
   FlatMap<uint64_t, std::pair<uint32_t, uint32_t>, Mix64> groups_;  // (at, target) -> range

@@ -482,18 +482,9 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     // where every server has the same, the effective scenario records the value, which
     // calibration starts from.
     const Time overhead = collectives::nccl::default_net_overhead(servers.front().cpu);
-    const ConfigNode read = nccl.effective();
-    ConfigNode effective = ConfigNode::map(read.where(), read.path());
-    for (const Param& p : collectives::nccl::nccl_table().params) {  // in the table's order
-      if (p.key == "NCCL_NET_OVERHEAD") {
-        effective.set(std::string(p.key), SourceLocation{},
-                      ConfigNode::scalar(fmt::format("{}us", overhead.in_us()), SourceLocation{},
-                                         config_path(read.path(), p.key)));
-      } else if (const ConfigNode* v = read.find(p.key)) {
-        effective.set(std::string(p.key), read.key_where(p.key), *v);
-      }
-    }
-    sink.record(std::move(effective));
+    const std::pair<std::string_view, std::string> computed[] = {
+        {"NCCL_NET_OVERHEAD", fmt::format("{}us", overhead.in_us())}};
+    sink.record(nccl.effective(computed));
   }
   const Jobs jobs = read_jobs(r, run->fabric, run->seed);
   run->job_ranks = jobs.main;

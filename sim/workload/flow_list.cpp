@@ -8,8 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
-#include <span>
 
 #include "sim/core/quantity.hpp"
 #include "sim/engine/task_graph.hpp"
@@ -94,11 +92,14 @@ void check_flow_endpoints(const ConfigNode& where, fabric::NodeId src, fabric::N
   }
 }
 
-/// Waypoints must be reachable from one another, in order.
-void check_route(routing::EqualCostTable& routes, const ConfigNode& via_node,
+/// Waypoints must be reachable from one another, in order; `via_node()` gives the value the
+/// error points at (made only for an error).
+template <typename ViaNode>
+void check_route(routing::EqualCostTable& routes, ViaNode&& via_node,
                  const TaskGraph::TransferSpec& spec) {
   if (routes.route_length(spec.src, spec.dst, spec.via) == routing::EqualCostTable::kUnreachable) {
-    throw InputError(via_node.where(), via_node.path(), "waypoints that can be reached in turn",
+    const ConfigNode n = via_node();
+    throw InputError(n.where(), n.path(), "waypoints that can be reached in turn",
                      "a waypoint with no path to the next one");
   }
 }
@@ -119,7 +120,8 @@ void read_inline(const engine::WorkloadInput& in, const ConfigNode& flows, TaskG
     spec.conn.transport = engine::read_transport(in.spec);
     if (r.has("via")) {
       spec.via = read_via(r.node("via"), in.fabric);
-      check_route(routes, r.node("via"), spec);
+      check_route(
+          routes, [&] { return r.node("via"); }, spec);
     }
     const TaskGraph::TaskId t = add_flow(g, spec, r.time("start"));
     if (r.has("id")) {
@@ -232,8 +234,7 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
   };
   int c_src = -1, c_dst = -1, c_bytes = -1, c_start_s = -1, c_start = -1, c_via = -1, c_qps = -1;
   std::vector<Cell> cells, names;
-  std::optional<network::Transport> transport;  // the workload's, read at the first row
-  const std::span<const fabric::NodeId> gpus = in.ranks.gpus();
+  const network::Transport transport = engine::read_transport(in.spec);
   while (std::getline(s, line)) {
     ++lineno;
     if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos) {
@@ -285,9 +286,8 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
     }
     TaskGraph::TransferSpec spec;
     auto gpu = [&](int col, std::string_view what) {
-      uint64_t rank = 0;
-      if (plain_number(cells[col].text, rank) && rank < gpus.size()) return gpus[rank];
-      return in.ranks.gpu(cell_node(col, what));
+      const fabric::NodeId by_rank = in.ranks.rank(cells[col].text);
+      return by_rank != fabric::kNone ? by_rank : in.ranks.gpu(cell_node(col, what));
     };
     spec.src = gpu(c_src, "src");
     spec.dst = gpu(c_dst, "dst");
@@ -332,8 +332,8 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
     if (c_via >= 0 && !cells[c_via].text.empty()) {
       split(cells[c_via].text, '|', names);
       for (const Cell& name : names) {
-        const fabric::NodeId sw = in.fabric.find(name.text);
-        if (sw != fabric::kNone && fabric::is_network_switch(in.fabric.node(sw))) {
+        if (const fabric::NodeId sw = fabric::find_switch(name.text, in.fabric);
+            sw != fabric::kNone) {
           spec.via.push_back(sw);
           continue;
         }
@@ -341,10 +341,8 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
         spec.via.push_back(fabric::select_switch(
             ConfigNode::scalar(std::string(name.text), at, "via"), in.fabric));
       }
-      if (routes.route_length(spec.src, spec.dst, spec.via) ==
-          routing::EqualCostTable::kUnreachable) {
-        check_route(routes, cell_node(c_via, "via"), spec);
-      }
+      check_route(
+          routes, [&] { return cell_node(c_via, "via"); }, spec);
     }
     if (c_qps >= 0) {
       int64_t q = 0;
@@ -356,8 +354,7 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
       spec.conn.qps = static_cast<uint32_t>(q);
     }
     spec.conn.mode = engine::QpMode::Split;
-    if (!transport) transport = engine::read_transport(in.spec);
-    spec.conn.transport = *transport;
+    spec.conn.transport = transport;
     add_flow(g, spec, start);
   }
 }
