@@ -599,6 +599,32 @@ TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {
               2e-9);
 }
 
+TEST(NcclClosedForm, NvlsAcrossNodesReducesInTheSwitches) {
+  // NVLS AllReduce of S = 4 GiB on 2 servers of 8 GPUs (NVSwitch, C = 450 GB/s a GPU link, NVLS
+  // efficiency e = 0.85), one NIC a GPU (B), CollNet enabled: 8 heads, 16 channels. Inside a
+  // node NVLS reduces each head's share through the NVSwitch and multicasts the result back:
+  // each GPU link carries (1 + 1/8) S / e, an algorithm bandwidth of C e / 1.125 = 340 GB/s.
+  // Between the nodes each head sends its S/8 through its NIC into the switches' reduction and
+  // receives the sum back: a NIC carries S/8 each way, 8 B = 392 GB/s a node. NVLink binds,
+  // every channel at r = 340 / 16 = 21.25 GB/s. Fill: the NVLS hop and a leg through the rail
+  // switch (L_nvl + L_net), and a step of the 8 heads' chunks (8 x 128 KiB = 1 MiB) through
+  // the 3 of the 4 stages (NVLS reduction, up, down, NVLS broadcast) after the first, at r
+  // (every leg serves two stages: all move at the channel's pace).
+  const std::string nccl = "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLS";
+  const Figures sharp = run_one(rail_topology(2, 8), nccl + ", NCCL_COLLNET_ENABLE: 1}\n",
+                                "collective: allreduce, bytes: 4GiB");
+  EXPECT_EQ(sharp.notes.at("algorithm"), "NVLS");
+  EXPECT_EQ(sharp["channels"], 16);
+  const double s = 4 * kGiB, r = 450e9 * 0.85 / 1.125 / 16;
+  EXPECT_NEAR(sharp.seconds, s / (16 * r) + 3 * kMiB / r + kLnvl + kLnet, 2e-9);
+  EXPECT_NEAR(sharp["collnet_busbw_GBps"], sharp["algbw_GBps"], 1e-12);
+  // Without CollNet NCCL does not offer NVLS across nodes: the forced choice falls back to a
+  // ring.
+  const Figures plain =
+      run_one(rail_topology(2, 8), nccl + "}\n", "collective: allreduce, bytes: 4GiB");
+  EXPECT_EQ(plain.notes.at("algorithm"), "Ring");
+}
+
 TEST(NcclClosedForm, CreditWindowBoundsAChannelToOneBufferPerRoundTrip) {
   // Two single-GPU servers, NIC cables of 25 us: one-way latency L = 2p + 2n + f = 51.6 us.
   // NCCL_BUFFSIZE = 256 KiB: a channel may have one buffer unacknowledged per round trip, so it
@@ -1084,6 +1110,32 @@ TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   const double mib = 1 << 20;
   EXPECT_NEAR(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, mib),
               65.5 + mib / (1000 * 232 * 0.85 * 0.5 * 0.6), 1e-6);
+}
+
+TEST(NcclTuning, NvlsAcrossNodesAsTuningCcModelsIt) {
+  // HGX H100, 4 nodes, CollNet (IB SHARP) enabled: NVLS across nodes (tuning.cc) has
+  // latency = NVLink hwLat 25 + NET hwLat 18 = 43 us (NCCL 2.20.3: 23 + 18 = 41) and bus =
+  // 8 heads x min(40, 48) = 320 GB/s, algbw = 320 x 5/6. Without CollNet NCCL disables it.
+  // With it the tuner takes NVLS where it took Tree, NVLSTree and Ring
+  // (ChoosesAsNcclDoesOnHgxH100): 1 MiB 46.9 us against CollNetDirect's 50.4 (2 (3.7 + 7 x 0.4) +
+  // 31 = 44 us, algbw 8 x 48 x 0.85 / 2 = 163.2 GB/s), and above.
+  TuningInput in = hgx_input(4, 48, true);
+  in.nvswitch = true;
+  const TuningTables& t = tuning_tables("newest");
+  const double gb = 1e9, mib = 1 << 20;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Nvls, Protocol::Simple, gb)));
+  in.collnet = true;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Nvls, Protocol::Simple, gb),
+              43 + gb / (1000 * 320 * 5.0 / 6), 1e-6);
+  EXPECT_NEAR(model_time_us(tuning_tables("2.20.3"), in, Algorithm::Nvls, Protocol::Simple, gb),
+              41 + gb / (1000 * 320 * 5.0 / 6), 1e-6);
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, mib),
+              44 + mib / (1000 * 8 * 48 * 0.85 / 2), 1e-6);
+  for (const double bytes : {mib, 16 * mib, 4096 * mib}) {
+    const AlgoChoice got = choose(t, in, bytes, kAnyAlgorithm, kAnyProtocol);
+    EXPECT_EQ(got.algorithm, Algorithm::Nvls) << bytes;
+    EXPECT_EQ(got.protocol, Protocol::Simple) << bytes;
+  }
 }
 
 TEST(NcclTuning, ChoosesAsNcclDoesOnHgxH100) {

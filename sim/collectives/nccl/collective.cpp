@@ -225,7 +225,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   const double nvls_efficiency = protocol_caps(in.arch).nvls_efficiency;
   in.nvls = config_.nvls_enable != 0 && server.nvswitch != fabric::kNone && nvls_efficiency > 0 &&
             in.ppn > 2 && nvlink > 0;
-  in.nvls_heads = std::min(in.ppn, 8);
+  in.nvls_heads = nvls_heads();
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
   in.collnet = config_.collnet;
   in.nvswitch = server.nvswitch != fabric::kNone;
@@ -376,9 +376,11 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
   const int64_t message = static_cast<int64_t>(step_wire);
   const fabric::NodeId root_gpu = comm_.ranks()[static_cast<size_t>(root)];
 
-  // CollNetDirect's heads per node, and how many every node has (one otherwise).
+  // CollNetDirect's and, across nodes, NVLS's heads per node (each with its NIC into the
+  // switches' reduction), and how many every node has (one otherwise).
+  const bool in_network = reduces_in_network(a, comm_.nnodes());
   std::vector<std::vector<fabric::NodeId>> node_heads;
-  if (a == Algorithm::CollNetDirect) {
+  if (a == Algorithm::CollNetDirect || (in_network && a == Algorithm::Nvls)) {
     for (int k = 0; k < comm_.nnodes(); ++k)
       node_heads.push_back(comm_.heads(k));
   }
@@ -433,7 +435,10 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // the head sends it once, every GPU receives it): over the channels, whose heads rotate,
       // each GPU's NVLink carries (1 + 1/ppn) x its data each way, at NVLS's efficiency. The
       // node ring's legs put exactly that on every GPU link. NVLSTree sends each head's
-      // reduced share up a tree of the nodes' heads over their NICs and back down.
+      // reduced share up a tree of the nodes' heads over their NICs and back down; NVLS across
+      // nodes sends it through its NIC into the switches' reduction (CollNet) and receives
+      // the sum back (all_reduce.h: "Reduce, send to network", "Recv from network,
+      // broadcast"), as CollNetDirect's heads do (their legs are added below).
       size_t node_legs = 0;
       for (int k = 0; k < comm_.nnodes(); ++k)
         node_legs += comm_.node_ring(k).size();
@@ -453,12 +458,12 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
           (1.0 + 1.0 / comm_.ppn()) / protocol_caps(tuning_input(c, nch).arch).nvls_efficiency;
       chan.shares.assign(node_legs, nvlink_share);
       chan.shares.resize(edges->size(), 1.0);
-      const int depth = nvls_tree ? t.depth : 0;
+      const int depth = nvls_tree ? t.depth : in_network ? 1 : 0;
       chan.ring = false;
       chan.hops = 2 + 2 * depth;
       chan.depth = depth;
-      // Stages: the NVLS reduction (0), up the nodes' tree (1 .. depth), down it, the NVLS
-      // broadcast (2 depth + 1); the NVLink legs carry both NVLS stages.
+      // Stages: the NVLS reduction (0), up the nodes' tree or to the switches (1 .. depth), down
+      // again, the NVLS broadcast (2 depth + 1); the NVLink legs carry both NVLS stages.
       chan.leg_stage.assign(node_legs, kEveryStage);
       for (const int s : t.up_stage)
         chan.leg_stage.push_back(1 + s);
@@ -467,7 +472,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // A channel's step is a chunk for every head (NCCL's loop over nHeads x chunkCount
       // elements): the heads reduce and forward their chunks side by side, each over its own
       // connection, and the pipeline moves on a step at a time.
-      chan.heads = std::min(comm_.ppn(), 8);
+      chan.heads = nvls_heads();
       chan.slice = std::min(chan.heads * nvls_chunk(static_cast<double>(bytes), a), data);
       chan.wire_bytes = data;
     } else {
@@ -538,7 +543,8 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         const Communicator::Tree t = comm_.tree(ch);
         chan.hops_latency_us = 2 * (t.intra * nvlink_max + t.depth * net_max);
       } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
-        // NCCL's count: one NVLS step inside the node, the tree up and down between nodes.
+        // NCCL's count: one NVLS step inside the node, the tree up and down between nodes (NVLS
+        // across nodes: its legs through the switches, added below).
         chan.hops_latency_us = nvlink_max + 2 * chan.depth * net_max;
       } else {
         // CollNet: through the node (the chain, or Direct's one hop) up and down again; the
@@ -548,10 +554,10 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     }
     channels_.push_back(std::move(chan));
   }
-  if (is_collnet(a) && comm_.nnodes() > 1) {
-    // The node leaders of each channel (CollNetDirect: each head j of every node, with 1/h of
-    // the data) send up to the aggregation root and receive the result back: legs leader k ->
-    // root -> leader k+1 cover every leader's way up and down once; the switches reduce, so a
+  if (in_network) {
+    // The node leaders of each channel (CollNetDirect and NVLS: each head j of every node, with
+    // 1/h of the data) send up to the aggregation root and receive the result back: legs leader k
+    // -> root -> leader k+1 cover every leader's way up and down once; the switches reduce, so a
     // link between two switches carries one stream of the channel (see pipeline()).
     routing::EqualCostTable distances(f_);
     for (int ch = 0; ch < static_cast<int>(channels_.size()); ++ch) {
@@ -766,12 +772,21 @@ double OpRunner::protocol_cap() const {
   return bus * 1e9 / (tree ? 2.0 : 1.0) * threads;
 }
 
+int OpRunner::nvls_heads() const {
+  return comm_.nnodes() > 1 ? comm_.head_count() : std::min(comm_.ppn(), 8);
+}
+
 double OpRunner::nvls_chunk(double bytes, Algorithm a) const {
   // NCCL's NVLS chunking (enqueue.cc calcCollChunking): NCCL_NVLS_CHUNKSIZE (128 KiB), for
-  // NVLSTree at most 64 KiB from 4 nodes on; then smaller while the operation has too few
-  // chunks for its concurrent operations (channels x heads).
-  const double ops = static_cast<double>(result_.channels) * std::min(comm_.ppn(), 8);
+  // NVLSTree at most 64 KiB from 4 nodes on, for NVLS across nodes 32 KiB where its model's
+  // AllReduce bandwidth is under 150 GB/s; then smaller while the operation has too few chunks
+  // for its concurrent operations (channels x heads).
+  const double ops = static_cast<double>(result_.channels) * nvls_heads();
   double chunk = 128 << 10;
+  if (a == Algorithm::Nvls && comm_.nnodes() > 1 &&
+      nvls_bus_bandwidth(tuning_input(Collective::AllReduce, result_.channels)) * 5.0 / 6.0 < 150) {
+    chunk = 32 << 10;
+  }
   if (a == Algorithm::NvlsTree) {
     if (comm_.nnodes() >= 4) chunk = 64 << 10;
     for (const auto& [per_op, floor_bytes] :
@@ -1035,7 +1050,8 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
                      protocol_cap() / protocol_traits(result_.protocol, config_.rccl).efficiency);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
-                   tag(kPipeline, ch), is_collnet(result_.algorithm), buffer);
+                   tag(kPipeline, ch), reduces_in_network(result_.algorithm, comm_.nnodes()),
+                   buffer);
       ++pending_;
     }
   }
@@ -1243,7 +1259,8 @@ class NcclWorkload final : public engine::Workload {
     out.add("time_us", mean_s * 1e6);
     out.add("algbw_GBps", algbw);
     out.add("busbw_GBps", algbw * busbw_factor(collective_, n));
-    if (is_collnet(ops_.front().algorithm) && !is_p2p(collective_)) {
+    if (reduces_in_network(ops_.front().algorithm, runner_.communicator().nnodes()) &&
+        !is_p2p(collective_)) {
       // In-network reduction: every rank sends its data once and receives the result once.
       out.add("collnet_busbw_GBps", algbw);
     }

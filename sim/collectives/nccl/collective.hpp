@@ -210,6 +210,9 @@ class OpRunner {
   TuningInput tuning_input(Collective c, int channels) const;
   void launch_data(engine::Simulation& sim, engine::WorkloadId id);
   void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
+  /// The heads of NCCL's NVLS graph: each GPU of the node on one node (8 at most), one GPU per
+  /// NIC across nodes (its search pairs a NIC with a GPU of its own for each head).
+  int nvls_heads() const;
   /// Data per chunk of an NVLS or NVLSTree operation.
   double nvls_chunk(double bytes, Algorithm a) const;
   /// Data per chunk (= slice) of a Tree or CollNetChain operation with Simple.

@@ -55,6 +55,11 @@ inline constexpr int kAlgorithms = 8;
 inline bool is_collnet(Algorithm a) {
   return a == Algorithm::CollNetDirect || a == Algorithm::CollNetChain;
 }
+/// Whether an algorithm reduces in the network's switches on `nnodes` nodes: CollNet, and NVLS
+/// across nodes (NVLink SHARP inside the nodes, CollNet between them).
+inline bool reduces_in_network(Algorithm a, int nnodes) {
+  return nnodes > 1 && (is_collnet(a) || a == Algorithm::Nvls);
+}
 /// The algorithms NCCL_ALGO names and the tuner chooses among: all but MSCCL.
 inline constexpr uint8_t kTunerAlgorithms =
     ((1u << kAlgorithms) - 1) & ~(1u << static_cast<int>(Algorithm::Msccl));

@@ -54,8 +54,8 @@ constexpr TuningTables kV2203{
       {0.6, 1.9, 3.4},
       {0, 0, 3.7},
       {0, 0, 2.8},
-      {0, 0, 25},
-      {0, 0, 25},
+      {0, 0, 23},
+      {0, 0, 23},
       {0, 0, 0}},
      {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
      {{5.0, 8.5, 28.0},
@@ -179,9 +179,12 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
       return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
              in.nnodes > 1 && in.ppn <= 8;
     case Algorithm::Nvls:
-      // Across nodes NVLS needs CollNet (IB SHARP), which rocesim does not combine with it.
+      // Across nodes NVLS reduces between the nodes through CollNet (IB SHARP): NCCL disables it
+      // where CollNet is off (2.20.3 "if (comm->collNetSupport == 0) ... if (comm->nNodes > 1)
+      // algoEnable[NCCL_ALGO_NVLS] = 0"; 2.27 "Disable ... Collnet+NVLS if collnet is not
+      // supported").
       return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
-             in.nnodes == 1;
+             (in.nnodes == 1 || in.collnet);
     case Algorithm::NvlsTree:
       return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
              in.nnodes > 1;
@@ -248,6 +251,14 @@ const TuningTables& tuning_tables(std::string_view release) {
   return kNewest;
 }
 
+double nvls_bus_bandwidth(const TuningInput& in) {
+  // Per head of the NVLS graph: its NVLink share, across nodes at most its NIC path too
+  // (tuning.cc "bw = std::min(graphs[a]->bwIntra, graphs[a]->bwInter)").
+  const double per_head =
+      in.nnodes > 1 ? std::min(in.nvls_bw_intra, in.bw_inter) : in.nvls_bw_intra;
+  return in.nvls_heads * per_head;
+}
+
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                       bool network_hop) {
   // The net plugin's reported latency (NCCL's graph latencyInter) joins every network step,
@@ -283,7 +294,7 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   const double graph = in.graph_channels;
   double bus = graph * (in.nnodes <= 2 ? in.bw_intra : in.bw_inter);
   const double ll_max = ll_max_bw(in.arch, in.nnodes, in.amd_host);
-  if (a == Algorithm::Nvls) bus = in.nvls_heads * in.nvls_bw_intra;
+  if (a == Algorithm::Nvls) bus = nvls_bus_bandwidth(in);
   if (a == Algorithm::NvlsTree) {
     bus =
         in.nvls_heads * std::min(in.nvls_bw_intra, in.nnodes <= 2 ? in.bw_inter : in.bw_inter / 2);
@@ -358,7 +369,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       lat += 2 * (in.ppn - 1) * intra_lat + inter_lat;
       break;
     case Algorithm::Nvls:
-      lat = intra_lat;
+      // One NVLS step inside the node, and across nodes one through CollNet's switches.
+      lat = intra_lat + (in.nnodes > 1 ? inter_lat : 0.0);
       break;
     case Algorithm::NvlsTree:
       lat += intra_lat + 2 * log_nodes * inter_lat;

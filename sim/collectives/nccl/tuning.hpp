@@ -97,8 +97,8 @@ struct TuningInput {
   int graph_channels = 1;  // channels of NCCL's ring and tree graphs (one per NIC), undoubled
   fabric::GpuArch arch = fabric::GpuArch::Hopper;
   bool amd_host = false;
-  // NVLS (NVSwitch multicast): offered at all, its graph's heads (one channel per head) and
-  // per-channel bandwidth inside the node.
+  // NVLS (NVSwitch multicast): offered at all, its graph's heads (one channel per head: a GPU
+  // each on one node, one GPU per NIC across nodes) and per-channel bandwidth inside the node.
   bool nvls = false;
   int nvls_heads = 0;
   double nvls_bw_intra = 0;
@@ -118,6 +118,9 @@ struct TuningInput {
 /// offer the combination (e.g. Tree for AllGather, CollNet with LL).
 double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                      double bytes);
+
+/// NCCL's bus bandwidth of NVLS in GB/s (before its 5/6 conversion to an algorithm bandwidth).
+double nvls_bus_bandwidth(const TuningInput& in);
 
 struct AlgoChoice {
   Algorithm algorithm;
