@@ -1017,7 +1017,10 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   const double credit_us = config_.credit_latency.in_us();
   if (!channels_.empty()) {
     const double buffer = config_.buffer(result_.protocol).as_double();
-    const bool slices = protocol_traits(result_.protocol, config_.rccl).slices;
+    const ProtocolTraits traits = protocol_traits(result_.protocol, config_.rccl);
+    const bool slices = traits.slices;
+    // The kernel's throughput a channel, on the wire (the same for every channel).
+    const double kernel_cap = protocol_cap() / traits.efficiency;
     for (size_t ch = 0; ch < channels_.size(); ++ch) {
       Channel& chan = channels_[ch];
       std::vector<engine::PipelineLeg> legs;
@@ -1046,8 +1049,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       } else if (chan.wire_bytes > window) {
         cap = chan.wire_bytes * window / ((chan.wire_bytes - window) * rtt);
       }
-      cap = std::min(cap,
-                     protocol_cap() / protocol_traits(result_.protocol, config_.rccl).efficiency);
+      cap = std::min(cap, kernel_cap);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
                    tag(kPipeline, ch), reduces_in_network(result_.algorithm, comm_.nnodes()),

@@ -132,6 +132,8 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
   mesh_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Mesh;
   pcie_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Pcie;
   mesh_orders_.resize(nodes_.size());
+  for (int k = 0; k < nnodes(); ++k)
+    head_count_ = std::min(head_count_, static_cast<int>(heads(k).size()));
 }
 
 int Communicator::rail_of(fabric::NodeId gpu) const {
@@ -405,13 +407,6 @@ std::vector<fabric::NodeId> Communicator::heads(int node) const {
     if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
   }
   return out;
-}
-
-int Communicator::head_count() const {
-  size_t n = 8;
-  for (int k = 0; k < nnodes(); ++k)
-    n = std::min(n, heads(k).size());
-  return static_cast<int>(n);
 }
 
 Communicator::Tree Communicator::collnet_direct() const {

@@ -136,7 +136,7 @@ class Communicator {
   /// CollNetDirect's heads of node k: its GPUs with a NIC (one per NIC, a GPU once), at most 8.
   std::vector<fabric::NodeId> heads(int node) const;
   /// The heads every node has (the least over the nodes): CollNetDirect pairs head j across them.
-  int head_count() const;
+  int head_count() const { return head_count_; }
   /// CollNetDirect's edges inside the nodes: every GPU to each of its node's first head_count()
   /// heads but itself (up: the scatter of each head's share) and each head back to every other
   /// GPU (down: the broadcast of the result), all at stage 0 of their direction; `intra` 1 (0
@@ -167,6 +167,7 @@ class Communicator {
   int nics_per_gpu_ = 1;
   bool mesh_ = false;
   bool pcie_ = false;
+  int head_count_ = 8;  // head_count(), counted once
   struct MeshOrders {
     std::vector<std::vector<int>> cycles;    // hamiltonian_decomposition of the node's size
     std::vector<std::vector<int>> paths;     // hamiltonian_paths of it, across nodes
