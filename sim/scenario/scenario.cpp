@@ -59,7 +59,8 @@ constexpr Param kScenarioParams[] = {
      .check = Check::NonNegative},
     {.key = "topology",
      .type = ParamType::Any,
-     .help = "the fabric: a topology mapping, or the path of a topology file",
+     .help = "the fabric: a topology mapping, or the path of a topology file (relative to the "
+             "scenario, also when --set or a study names it)",
      .choices = "mapping or file name"},
     {.key = "routing",
      .type = ParamType::Section,
@@ -436,8 +437,15 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     }
     for (const ParamOverride& po : o.parameters)
       run->calibration.push_back(po);
-    for (const ParamOverride& po : run->calibration)
+    for (const ParamOverride& po : run->calibration) {
       written = apply_override(written, po);
+      // An override may name another topology file (`--set topology=FILE`, a study's axis):
+      // read in as the written one is, relative to the scenario, so that later overrides reach
+      // into it.
+      if (const ConfigNode* t = written.find("topology"); t != nullptr && t->is_scalar()) {
+        written.set("topology", written.key_where("topology"), resolve_topology(*t, base_dir));
+      }
+    }
     // Presets after the overrides, so that an override may name another preset; keys written
     // (or overridden) in a section still win over its preset's.
     written.set("topology", written.key_where("topology"),

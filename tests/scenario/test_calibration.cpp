@@ -94,6 +94,31 @@ TEST(Calibration, KeysOfATopologyFileCanBeSet) {
   EXPECT_THAT(run->effective_yaml, HasSubstr("latency: 1234ns"));
 }
 
+TEST(Calibration, ATopologyFileCanBeSetAndThenItsKeys) {
+  // `--set topology=FILE` (or a study's axis of topology files) reads the file in as a written
+  // `topology: FILE` is, relative to the scenario; a later override reaches into it. The
+  // scenario names ai-zone-128 (16 servers); the override swaps in rail-1024 and sets its
+  // spine latency.
+  const std::string scenario = "topology: " + source_path("topologies/ai-zone-128.yaml") +
+                               "\nworkloads: [{type: permutation, bytes: 1MiB}]\n";
+  const Files f = write_files("", scenario);
+  scenario::Overrides o;
+  o.parameters.push_back(
+      scenario::parse_override("topology=" + source_path("topologies/rail-1024.yaml"), "--set"));
+  o.parameters.push_back(scenario::parse_override("topology.spine.latency=1234ns", "--set"));
+  const auto run = scenario::load_scenario(f.scenario, o);
+  EXPECT_EQ(run->fabric.servers().size(), 128u);
+  EXPECT_THAT(run->effective_yaml, HasSubstr("latency: 1234ns"));
+  // A file that is not there is an error at the override, naming the path it looked for.
+  const InputError e = input_error([&] {
+    scenario::Overrides bad;
+    bad.parameters.push_back(scenario::parse_override("topology=nope.yaml", "--set"));
+    (void)scenario::load_scenario(f.scenario, bad);
+  });
+  EXPECT_EQ(e.where().to_string(), "--set");  // the origin the override was given
+  EXPECT_THAT(std::string(e.what()), HasSubstr("nope.yaml"));
+}
+
 TEST(Calibration, ListItemsAreSetByIndexOrByName) {
   // Two permutations: the first by index (two spellings), the second by its name.
   const std::string scenario = "topology: " + source_path("topologies/ai-zone-128.yaml") +
