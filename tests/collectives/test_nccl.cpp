@@ -625,6 +625,30 @@ TEST(NcclClosedForm, NvlsAcrossNodesReducesInTheSwitches) {
   EXPECT_EQ(plain.notes.at("algorithm"), "Ring");
 }
 
+TEST(NcclClosedForm, NvlsAllGatherAndReduceScatterAreOneStepThroughTheSwitch) {
+  // One server of 8 GPUs (NVSwitch, C = 450 GB/s a GPU link, NVLS efficiency e = 0.85), S =
+  // 1 GiB, NVLS forced, latencies off. AllGather: each GPU stores its share once through the
+  // NVSwitch, which writes it to every GPU, so a GPU's link receives S (and sends S/8);
+  // ReduceScatter: each GPU reads its share reduced, every link sending S (receiving S/8). The
+  // model puts S/e on each GPU link both ways: T = S / (C e) + L_nvl (one NVLS step, no fill:
+  // a single stage).
+  const std::string nccl = "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLS}\n";
+  const double s = kGiB, expected = s / (450e9 * 0.85) + kLnvl;
+  for (const char* c : {"allgather", "reducescatter"}) {
+    const Figures f =
+        run_one(rail_topology(1, 8), nccl, fmt::format("collective: {}, bytes: 1GiB", c));
+    EXPECT_EQ(f.notes.at("algorithm"), "NVLS") << c;
+    EXPECT_EQ(f["channels"], 16) << c;
+    EXPECT_NEAR(f.seconds, expected, 2e-9) << c;
+  }
+  // Across servers NCCL offers it only through its CollNet plugin's allgather (not modelled):
+  // a forced NVLS falls back to a ring.
+  EXPECT_EQ(run_one(rail_topology(2, 8), "nccl: {NCCL_ALGO: NVLS, NCCL_COLLNET_ENABLE: 1}\n",
+                    "collective: allgather, bytes: 1GiB")
+                .notes.at("algorithm"),
+            "Ring");
+}
+
 TEST(NcclClosedForm, CreditWindowBoundsAChannelToOneBufferPerRoundTrip) {
   // Two single-GPU servers, NIC cables of 25 us: one-way latency L = 2p + 2n + f = 51.6 us.
   // NCCL_BUFFSIZE = 256 KiB: a channel may have one buffer unacknowledged per round trip, so it
@@ -1136,6 +1160,36 @@ TEST(NcclTuning, NvlsAcrossNodesAsTuningCcModelsIt) {
     EXPECT_EQ(got.algorithm, Algorithm::Nvls) << bytes;
     EXPECT_EQ(got.protocol, Protocol::Simple) << bytes;
   }
+}
+
+TEST(NcclTuning, NvlsAllGatherAndReduceScatterOnOneNode) {
+  // One HGX H100 node as NCCL sees it: ring graph of 8 channels at 450 / 8 = 56.25 GB/s, NVLS
+  // graph of 8 heads at 450 / 9 = 50 GB/s. NVLS AllGather or ReduceScatter (NCCL 2.27): bus =
+  // 8 x min(50 x 7/8, 50 x 0.9) = 350 GB/s, not converted, latency NVLink hwLat 25 us; NCCL
+  // 2.20.3: bus 8 x 50 = 400 x 5/6, latency 23 us. Against the ring (algbw = bus x 8/7): LL
+  // 10.8 us + S / 161.1 GB/s (llMaxBw 141), LL128 27.3 + S / 335.5, Simple 32.2 + S / 514.3:
+  // NVLS takes the sizes between 4.24 and 7.9 MB (2 MiB: LL 23.8 us against NVLS's 31.0; 6 MiB:
+  // NVLS 43.0 against Simple's 44.4 and LL128's 46.0; 64 MiB: Simple 162.7 against 216.7).
+  TuningInput in = hgx_input(1, 56.25, true);
+  in.nvls_bw_intra = 50;
+  const TuningTables& t = tuning_tables("newest");
+  const double gb = 1e9, mib = 1 << 20;
+  for (const Collective c : {Collective::AllGather, Collective::ReduceScatter}) {
+    in.collective = c;
+    EXPECT_NEAR(model_time_us(t, in, Algorithm::Nvls, Protocol::Simple, gb), 25 + gb / 350e3, 1e-6);
+    EXPECT_NEAR(model_time_us(tuning_tables("2.20.3"), in, Algorithm::Nvls, Protocol::Simple, gb),
+                23 + gb / (400e3 * 5 / 6), 1e-6);
+    EXPECT_EQ(choose(t, in, 2 * mib, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+    EXPECT_EQ(choose(t, in, 6 * mib, kAnyAlgorithm, kAnyProtocol).algorithm, Algorithm::Nvls);
+    const AlgoChoice large = choose(t, in, 64 * mib, kAnyAlgorithm, kAnyProtocol);
+    EXPECT_EQ(large.algorithm, Algorithm::Ring);
+    EXPECT_EQ(large.protocol, Protocol::Simple);
+  }
+  // Not across nodes, CollNet or not.
+  in = hgx_input(2, 48, true);
+  in.collective = Collective::AllGather;
+  in.collnet = true;
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Nvls, Protocol::Simple, gb)));
 }
 
 TEST(NcclTuning, ChoosesAsNcclDoesOnHgxH100) {

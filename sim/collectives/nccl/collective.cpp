@@ -438,7 +438,13 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // reduced share up a tree of the nodes' heads over their NICs and back down; NVLS across
       // nodes sends it through its NIC into the switches' reduction (CollNet) and receives
       // the sum back (all_reduce.h: "Reduce, send to network", "Recv from network,
-      // broadcast"), as CollNetDirect's heads do (their legs are added below).
+      // broadcast"), as CollNetDirect's heads do (their legs are added below). AllGather
+      // (multimem stores: each GPU sends its share once and the NVSwitch writes it to every
+      // GPU) and ReduceScatter (multimem loads: each GPU reads its share reduced, every GPU's
+      // NVLink sending the data once) are one NVLS step, a GPU's NVLink carrying the data one
+      // way and 1/ppn of it the other ("NVLS: Send S/N, Receive S" and "Send S, Receive S/N",
+      // NVIDIA/nccl#1083): the node ring's legs, which load both ways alike, carry the data.
+      const bool gather = c == Collective::AllGather || c == Collective::ReduceScatter;
       size_t node_legs = 0;
       for (int k = 0; k < comm_.nnodes(); ++k)
         node_legs += comm_.node_ring(k).size();
@@ -454,16 +460,17 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         out.insert(out.end(), t.down.begin(), t.down.end());
         return out;
       });
-      const double nvlink_share =
-          (1.0 + 1.0 / comm_.ppn()) / protocol_caps(tuning_input(c, nch).arch).nvls_efficiency;
+      const double nvlink_share = (gather ? 1.0 : 1.0 + 1.0 / comm_.ppn()) /
+                                  protocol_caps(tuning_input(c, nch).arch).nvls_efficiency;
       chan.shares.assign(node_legs, nvlink_share);
       chan.shares.resize(edges->size(), 1.0);
       const int depth = nvls_tree ? t.depth : in_network ? 1 : 0;
       chan.ring = false;
-      chan.hops = 2 + 2 * depth;
+      chan.hops = gather ? 1 : 2 + 2 * depth;
       chan.depth = depth;
       // Stages: the NVLS reduction (0), up the nodes' tree or to the switches (1 .. depth), down
       // again, the NVLS broadcast (2 depth + 1); the NVLink legs carry both NVLS stages.
+      // AllGather and ReduceScatter: the one NVLS stage.
       chan.leg_stage.assign(node_legs, kEveryStage);
       for (const int s : t.up_stage)
         chan.leg_stage.push_back(1 + s);
@@ -784,7 +791,9 @@ double OpRunner::nvls_chunk(double bytes, Algorithm a) const {
   const double ops = static_cast<double>(result_.channels) * nvls_heads();
   double chunk = 128 << 10;
   if (a == Algorithm::Nvls && comm_.nnodes() > 1 &&
-      nvls_bus_bandwidth(tuning_input(Collective::AllReduce, result_.channels)) * 5.0 / 6.0 < 150) {
+      nvls_bus_bandwidth(tables_, tuning_input(Collective::AllReduce, result_.channels)) * 5.0 /
+              6.0 <
+          150) {
     chunk = 32 << 10;
   }
   if (a == Algorithm::NvlsTree) {

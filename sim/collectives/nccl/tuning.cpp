@@ -44,6 +44,7 @@ constexpr TuningTables kNewest{
       {0, 0, 14.0}}},
     true,
     true,
+    true,
     true};
 
 // NCCL 2.20.3 predates PAT.
@@ -65,6 +66,7 @@ constexpr TuningTables kV2203{
       {0, 0, 18},
       {0, 0, 14},
       {0, 0, 0}}},
+    false,
     false,
     false,
     false};
@@ -104,6 +106,7 @@ constexpr RcclModel kRcclMi300{
        {0, 0, 0},
        {0, 0, 0}}},
      true,
+     false,
      false,
      false},
     {{{0.06, 0.06, 0.11},
@@ -179,12 +182,17 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
       return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
              in.nnodes > 1 && in.ppn <= 8;
     case Algorithm::Nvls:
-      // Across nodes NVLS reduces between the nodes through CollNet (IB SHARP): NCCL disables it
-      // where CollNet is off (2.20.3 "if (comm->collNetSupport == 0) ... if (comm->nNodes > 1)
-      // algoEnable[NCCL_ALGO_NVLS] = 0"; 2.27 "Disable ... Collnet+NVLS if collnet is not
-      // supported").
-      return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
-             (in.nnodes == 1 || in.collnet);
+      // AllReduce; across nodes NVLS reduces between the nodes through CollNet (IB SHARP):
+      // NCCL disables it where CollNet is off (2.20.3 "if (comm->collNetSupport == 0) ... if
+      // (comm->nNodes > 1) algoEnable[NCCL_ALGO_NVLS] = 0"; 2.27 "Disable ... Collnet+NVLS if
+      // collnet is not supported"). AllGather and ReduceScatter inside one node (NCCL 2.17 on:
+      // "now we only support single-node NVLS allgather and reducescatter"; across nodes NCCL
+      // 2.27 needs its CollNet plugin's iallgather / ireducescatter, not modelled).
+      if (!in.nvls || p != Protocol::Simple) return false;
+      if (in.collective == Collective::AllReduce) return in.nnodes == 1 || in.collnet;
+      return (in.collective == Collective::AllGather ||
+              in.collective == Collective::ReduceScatter) &&
+             in.nnodes == 1;
     case Algorithm::NvlsTree:
       return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
              in.nnodes > 1;
@@ -251,12 +259,18 @@ const TuningTables& tuning_tables(std::string_view release) {
   return kNewest;
 }
 
-double nvls_bus_bandwidth(const TuningInput& in) {
+double nvls_bus_bandwidth(const TuningTables& t, const TuningInput& in) {
   // Per head of the NVLS graph: its NVLink share, across nodes at most its NIC path too
-  // (tuning.cc "bw = std::min(graphs[a]->bwIntra, graphs[a]->bwInter)").
-  const double per_head =
-      in.nnodes > 1 ? std::min(in.nvls_bw_intra, in.bw_inter) : in.nvls_bw_intra;
-  return in.nvls_heads * per_head;
+  // (tuning.cc "bw = std::min(graphs[a]->bwIntra, graphs[a]->bwInter)"; one node's graph has
+  // its NVLink share for both). NCCL 2.27's AllGather and ReduceScatter: "bw =
+  // std::min(graphs[a]->bwIntra * (ppn - 1.0f) / ppn, graphs[a]->bwInter * 0.9f)".
+  const double inter = in.nnodes > 1 ? in.bw_inter : in.nvls_bw_intra;
+  const bool gather =
+      in.collective == Collective::AllGather || in.collective == Collective::ReduceScatter;
+  if (gather && t.nvls_gather_27) {
+    return in.nvls_heads * std::min(in.nvls_bw_intra * (in.ppn - 1.0) / in.ppn, inter * 0.9);
+  }
+  return in.nvls_heads * std::min(in.nvls_bw_intra, inter);
 }
 
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
@@ -294,7 +308,7 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   const double graph = in.graph_channels;
   double bus = graph * (in.nnodes <= 2 ? in.bw_intra : in.bw_inter);
   const double ll_max = ll_max_bw(in.arch, in.nnodes, in.amd_host);
-  if (a == Algorithm::Nvls) bus = nvls_bus_bandwidth(in);
+  if (a == Algorithm::Nvls) bus = nvls_bus_bandwidth(t, in);
   if (a == Algorithm::NvlsTree) {
     bus =
         in.nvls_heads * std::min(in.nvls_bw_intra, in.nnodes <= 2 ? in.bw_inter : in.bw_inter / 2);
@@ -339,7 +353,11 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       algbw = bus * in.nranks / steps;
     }
   } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
-    algbw = bus * 5.0 / 6.0;
+    // NCCL 2.27 leaves the bus bandwidth of AllGather and ReduceScatter unconverted for every
+    // algorithm but the ring ("if (!(a != NCCL_ALGO_RING && (coll == ncclFuncAllGather ||
+    // coll == ncclFuncReduceScatter)))"); 2.20.3 converts NVLS's of every collective.
+    const bool unconverted = t.nvls_gather_27 && in.collective != Collective::AllReduce;
+    algbw = unconverted ? bus : bus * 5.0 / 6.0;
   } else if (a != Algorithm::Pat) {
     algbw = bus * 0.5;  // Tree and CollNet; PAT's AllGather and ReduceScatter stay unconverted
   }

@@ -31,6 +31,10 @@ struct TuningTables {
   // With one rank per node every algorithm's network hop costs the Tree's ("with ppn=1
   // latencies are fully exposed", tuning.cc of the releases with PAT).
   bool ppn_one_tree_net;
+  // NVLS AllGather and ReduceScatter as NCCL 2.27 models them (bw = min(bwIntra (ppn - 1) /
+  // ppn, 0.9 bwInter), the bus bandwidth taken as the algorithm's); 2.20.3: as AllReduce's
+  // (min(bwIntra, bwInter), x 5/6).
+  bool nvls_gather_27;
 };
 
 /// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
@@ -119,8 +123,9 @@ struct TuningInput {
 double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
                      double bytes);
 
-/// NCCL's bus bandwidth of NVLS in GB/s (before its 5/6 conversion to an algorithm bandwidth).
-double nvls_bus_bandwidth(const TuningInput& in);
+/// NCCL's bus bandwidth of NVLS in GB/s for the input's collective (before its conversion to
+/// an algorithm bandwidth).
+double nvls_bus_bandwidth(const TuningTables& t, const TuningInput& in);
 
 struct AlgoChoice {
   Algorithm algorithm;
