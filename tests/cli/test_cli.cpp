@@ -506,7 +506,7 @@ double large_message_median_error(const std::string& csv_path) {
 TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
   // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
-  // the figures that page gives ("all six clusters, now": 15.9% under 1 MiB, 17.4% from 1 to
+  // the figures that page gives ("all six clusters, now": 16.8% under 1 MiB, 17.4% from 1 to
   // 64 MiB, 2.8% / 13.2% from 64 MiB) by more than half a point; from 64 MiB the median also
   // meets issue 8's target of 5%. A change that moves them updates that table and this test.
   struct Cluster {
@@ -548,7 +548,7 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   }
   EXPECT_EQ(rows, 297u);
   const auto median = [&](const char* band) { return validation::percentile(bands[band], 0.5); };
-  EXPECT_LE(median("<1MiB"), 0.159 + 0.005);
+  EXPECT_LE(median("<1MiB"), 0.168 + 0.005);
   EXPECT_LE(median("1-64MiB"), 0.174 + 0.005);
   EXPECT_LE(median(">=64MiB"), 0.05);
   EXPECT_LE(median(">=64MiB"), 0.028 + 0.005);

@@ -1015,6 +1015,11 @@ TEST(NcclTuning, RingSimpleEstimateByHand) {
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, 1e9)));
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetChain, Protocol::Simple, 1e9)));
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, 1e9)));
+  // NCCL 2.20.3 counts 2 x nodes network steps for a ring AllReduce ("nNodes > 1 ? 2*nNodes :
+  // 0"): 4 here, 26 intra-node steps x 3.4: 8.4 (Ring/Simple baseLat) + 26 x 3.4 + 4 x 14 =
+  // 152.8 us below the plateau.
+  EXPECT_NEAR(model_time_us(tuning_tables("2.20.3"), in, Algorithm::Ring, Protocol::Simple, 8192),
+              152.8 + 8192 / (1000 * 400.0 * 16 / 30), 1e-6);
   in.collective = Collective::AllGather;
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::Simple, 1e9)));
 }

@@ -45,7 +45,8 @@ constexpr TuningTables kNewest{
     true,
     true,
     true,
-    true};
+    true,
+    false};
 
 // NCCL 2.20.3 predates PAT.
 constexpr TuningTables kV2203{
@@ -69,7 +70,8 @@ constexpr TuningTables kV2203{
     false,
     false,
     false,
-    false};
+    false,
+    true};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
 // MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
@@ -106,6 +108,7 @@ constexpr RcclModel kRcclMi300{
        {0, 0, 0},
        {0, 0, 0}}},
      true,
+     false,
      false,
      false,
      false},
@@ -208,11 +211,11 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
 }
 
 // Steps of a ring operation on n ranks, and how many of them cross nodes.
-void ring_steps(const TuningInput& in, int& steps, int& inter) {
+void ring_steps(const TuningTables& t, const TuningInput& in, int& steps, int& inter) {
   switch (in.collective) {
     case Collective::AllReduce:
       steps = 2 * (in.nranks - 1);
-      inter = 2 * (in.nnodes - 1);
+      inter = in.nnodes == 1 ? 0 : t.ring_allreduce_2n_inter ? 2 * in.nnodes : 2 * (in.nnodes - 1);
       break;
     default:  // AllGather, ReduceScatter, Broadcast, Reduce
       steps = in.nranks - 1;
@@ -345,7 +348,7 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     if (in.arch == fabric::GpuArch::Hopper || in.arch == fabric::GpuArch::Blackwell) bus *= 0.85;
   }
   int steps = 0, inter = 0;
-  ring_steps(in, steps, inter);
+  ring_steps(t, in, steps, inter);
   double algbw = bus;
   if (a == Algorithm::Ring) {
     if (in.collective == Collective::AllReduce || in.collective == Collective::AllGather ||
