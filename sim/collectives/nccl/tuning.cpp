@@ -111,7 +111,7 @@ constexpr RcclModel kRcclMi300{
      false,
      false,
      false,
-     false},
+     true},
     {{{0.06, 0.06, 0.11},
       {0.08, 0.08, 1.00},
       {0.00, 0.00, 1.00},

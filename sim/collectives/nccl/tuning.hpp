@@ -35,8 +35,8 @@ struct TuningTables {
   // ppn, 0.9 bwInter), the bus bandwidth taken as the algorithm's); 2.20.3: as AllReduce's
   // (min(bwIntra, bwInter), x 5/6).
   bool nvls_gather_27;
-  // Network steps NCCL counts for a ring AllReduce on N > 1 nodes: 2 N up to 2.20 ("nNodes > 1
-  // ? 2*nNodes : 0"), 2 (N - 1) in later releases.
+  // Network steps NCCL counts for a ring AllReduce on N > 1 nodes: 2 N up to 2.20 and in RCCL's
+  // model ("nNodes > 1 ? 2*nNodes : 0"), 2 (N - 1) in later NCCL releases.
   bool ring_allreduce_2n_inter;
 };
 
