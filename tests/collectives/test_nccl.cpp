@@ -1024,6 +1024,19 @@ TEST(NcclTuning, RingSimpleEstimateByHand) {
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::Simple, 1e9)));
 }
 
+TEST(NcclTuning, TheModelIsTheCommunicatorsWhateverChannelsAnOperationRuns) {
+  // NCCL prices an operation with its communicator's model, made once for all its channels: the
+  // ring's plateau (x 1.4) starts where bytes / (comm->nChannels x nRanks) reaches 64. A Ring /
+  // Simple AllReduce of 8 KiB on 2 servers of 8 GPUs runs 1 channel (its 512 threads want 64
+  // bytes each), but the communicator has 16: 8192 / (16 x 16) = 32 < 64, no plateau, so NCCL's
+  // estimate is the latency sum of RingSimpleEstimateByHand, 131.6 us, plus 8 KiB at about 209
+  // GB/s (0.04 us); counting the operation's one channel would give 131.6 x 1.4 = 184.2 us.
+  const Figures f = run_one(rail_topology(2, 8), "nccl: {NCCL_ALGO: Ring, NCCL_PROTO: Simple}\n",
+                            "collective: allreduce, bytes: 8KiB");
+  EXPECT_EQ(f["channels"], 1);
+  EXPECT_NEAR(f["nccl_model_us"], 131.6 + 0.04, 0.05);
+}
+
 TEST(NcclTuning, TheNetPluginsLatencyJoinsEveryNetworkStep) {
   // A NIC whose network plugin reports 75 us (aws-ofi-nccl on p4d): NCCL adds it to each
   // network step, twice for Simple. Tree/LL AllReduce on 2 nodes: 6.8 + 2 x (7 x 0.6 + 1 x (5.0 +

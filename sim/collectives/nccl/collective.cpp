@@ -161,12 +161,16 @@ double OpRunner::max_threads(Protocol p) const {
   return config_.rccl ? 256 : kThreads[static_cast<int>(p)];
 }
 
-int OpRunner::channels_for(int64_t bytes, Protocol p, Algorithm a) const {
+int OpRunner::comm_channels() const {
   int c = default_channels();
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
-  c = std::max(c, std::max(config_.min_channels, config_.min_ctas));
+  return std::max(c, std::max(config_.min_channels, config_.min_ctas));
+}
+
+int OpRunner::channels_for(int64_t bytes, Protocol p, Algorithm a) const {
+  const int c = comm_channels();
   const double per_channel = max_threads(p) * thread_threshold(p, a);
   const int by_size = static_cast<int>(static_cast<double>(bytes) / per_channel);
   return std::max(1, std::min(c, by_size));
@@ -321,15 +325,16 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     result_.threads = static_cast<int>(max_threads(result_.protocol));
     set_step_costs();
   } else {
-    const int probe = channels_for(bytes, Protocol::Simple, Algorithm::Ring);
     uint8_t algos = config_.algos[static_cast<size_t>(c)];
     if (config_.tree_threshold && c == Collective::AllReduce) {
       // Older NCCL: the size alone picks Tree or Ring for AllReduce.
       algos &=
           bytes < config_.tree_threshold->count() ? only(Algorithm::Tree) : only(Algorithm::Ring);
     }
+    // NCCL's model is the communicator's, made once for all its channels (tuning.cc; the ring's
+    // plateau counts comm->nChannels), whatever the channels an operation then runs.
     const AlgoChoice choice =
-        choose(tables_, tuning_input(c, std::max(1, probe)), static_cast<double>(bytes), algos,
+        choose(tables_, tuning_input(c, comm_channels()), static_cast<double>(bytes), algos,
                config_.protos[static_cast<size_t>(c)]);
     result_.algorithm = choice.algorithm;
     result_.protocol = choice.protocol;
@@ -339,7 +344,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
         nvls ? nvls_channels() : channels_for(bytes, choice.protocol, choice.algorithm);
     result_.threads = threads_for(bytes, choice.protocol, choice.algorithm, result_.channels);
     set_step_costs();
-    result_.model_us = model_time_us(tables_, tuning_input(c, result_.channels), choice.algorithm,
+    result_.model_us = model_time_us(tables_, tuning_input(c, comm_channels()), choice.algorithm,
                                      choice.protocol, static_cast<double>(bytes));
   }
   if (comm_.nranks() < 2 || bytes <= 0) {

@@ -142,6 +142,8 @@ class OpRunner {
   int threads_for(int64_t bytes, Protocol p, Algorithm a, int channels) const;
   /// The channels NCCL's kernel runs by default for an operation large enough for all of them.
   int default_channels() const;
+  /// The communicator's channels (NCCL's comm->nChannels): the default within NCCL_MIN/MAX_*.
+  int comm_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
   /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
   bool pxn() const {
