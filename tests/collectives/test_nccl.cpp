@@ -1024,6 +1024,22 @@ TEST(NcclTuning, RingSimpleEstimateByHand) {
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::Simple, 1e9)));
 }
 
+TEST(NcclTuning, RingLl128WithOneGpuAServer) {
+  // tuning.cc's Ring/LL128 refinement: busBw x (ppn < 2 ? 0.7 : 0.92), then at most the
+  // graph's channels x perChMaxRingLL128 (Hopper, 3+ nodes: 36.7). AllReduce on 4 servers of
+  // one GPU, one graph channel at 48 GB/s: min(48 x 0.7, 36.7) = 33.6 GB/s of bus bandwidth
+  // (with 0.92 the cap, 36.7, would bind), algbw = 33.6 x 4/6 = 22.4 GB/s. Latency ("newest"):
+  // baseLat 14 + 6 steps, all across nodes, at the Tree's network hwLat (ppn = 1): 14 + 6 x 8.5
+  // = 65 us.
+  TuningInput in = hgx_input(4, 48);
+  in.ppn = 1;
+  in.nranks = 4;
+  in.graph_channels = 1;
+  const double gb = 1e9;
+  EXPECT_NEAR(model_time_us(tuning_tables("newest"), in, Algorithm::Ring, Protocol::LL128, gb),
+              65 + gb / (1000 * 22.4), 1e-6);
+}
+
 TEST(NcclTuning, TheModelIsTheCommunicatorsWhateverChannelsAnOperationRuns) {
   // NCCL prices an operation with its communicator's model, made once for all its channels: the
   // ring's plateau (x 1.4) starts where bytes / (comm->nChannels x nRanks) reaches 64. A Ring /

@@ -327,7 +327,9 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     bus = std::min(ll_max, bus * f);
   }
   if (in.rccl == nullptr && a == Algorithm::Ring && p == Protocol::LL128) {
-    bus = std::min(bus * 0.92, graph * caps.ring_ll128[col]);
+    // "busBw * (ppn < 2 ? 0.7 : 0.92 /*120.0/128.0*/)": a GPU alone on its server sends and
+    // receives through its NIC.
+    bus = std::min(bus * (in.ppn < 2 ? 0.7 : 0.92), graph * caps.ring_ll128[col]);
   }
   if (in.rccl == nullptr && a == Algorithm::Tree) {
     bus = std::min(bus * 0.92, graph * caps.tree[col]);
