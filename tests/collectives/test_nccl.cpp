@@ -1156,8 +1156,9 @@ TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   //    8 x min(40, 48) = 320 GB/s, algbw = 320 x 5/6 = 266.67 GB/s.
   //  Tree/LL128, 4 nodes: latency = 14 + 2 x (7 x 1.25 + 2 x 8.5) = 65.5 us; bus = min(0.92 x
   //    384, 8 x 41.4 [perChMaxTreeBw]) = 331.2 -> min(331.2 x 120/128, 8 x 29 [Tree LL128, >2
-  //    nodes]) = 232 -> x 0.85 = 197.2, algbw / 2 = 98.6 GB/s, times NCCL's tree correction at
-  //    1 MiB (LL128, log2(1 MiB / 64) = 14: 0.6) = 59.16 GB/s.
+  //    nodes]) = 232 (no x 0.85: NCCL's tree graph has the BALANCED_TREE pattern with 8 GPUs a
+  //    node), algbw / 2 = 116 GB/s, times NCCL's tree correction at 1 MiB (LL128, log2(1 MiB /
+  //    64) = 14: 0.6) = 69.6 GB/s. With one GPU a node (TREE pattern) x 0.85.
   TuningInput in = hgx_input(2, 48, true);
   const TuningTables& t = tuning_tables("newest");
   EXPECT_NEAR(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, 1e9),
@@ -1167,7 +1168,15 @@ TEST(NcclTuning, NvlsTreeAndTreeEstimatesByHand) {
   in.nnodes = 4;
   const double mib = 1 << 20;
   EXPECT_NEAR(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, mib),
-              65.5 + mib / (1000 * 232 * 0.85 * 0.5 * 0.6), 1e-6);
+              65.5 + mib / (1000 * 232 * 0.5 * 0.6), 1e-6);
+  // One GPU a node, one graph channel at 48 GB/s: bus = min(0.92 x 48, 36.0) = 36.0 -> min(36.0
+  // x 120/128, 29) = 29 -> x 0.85 = 24.65, algbw 12.325 x 0.6; latency 14 + 2 x 2 x 8.5 = 48 us
+  // (no intra-node hops; the network hop at the Tree's latency anyway).
+  in.ppn = 1;
+  in.nranks = 4;
+  in.graph_channels = 1;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, mib),
+              48 + mib / (1000 * 29 * 0.85 * 0.5 * 0.6), 1e-6);
 }
 
 TEST(NcclTuning, NvlsAcrossNodesAsTuningCcModelsIt) {

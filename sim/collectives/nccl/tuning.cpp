@@ -338,7 +338,11 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       bus = std::min(bus * (in.nnodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
                      graph * caps.tree_ll128[col]);
     }
-    bus *= 0.85;  // NCCL's correction for the tree pattern
+    // "if (a == NCCL_ALGO_TREE && graphs[a]->pattern == NCCL_TOPO_PATTERN_TREE) busBw *= .85":
+    // NCCL searches its tree graph with the BALANCED_TREE pattern (init.cc), which its search
+    // keeps, except with one GPU a node ("if (ngpus == 1) if (graph->pattern !=
+    // NCCL_TOPO_PATTERN_RING) graph->pattern = NCCL_TOPO_PATTERN_TREE", search.cc).
+    if (in.ppn == 1) bus *= 0.85;
   }
   if (a == Algorithm::Pat) bus *= 0.75;  // NCCL's figure for the PAT kernel
   if (a == Algorithm::CollNetDirect && in.rccl == nullptr) {
