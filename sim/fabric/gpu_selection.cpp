@@ -36,14 +36,9 @@ NodeId Ranks::gpu(const ConfigNode& v) const {
   const size_t n = gpus_.size();
   if (!v.is_scalar()) throw InputError(v.where(), v.path(), rank_help(n, job_), v.describe());
   if (const NodeId g = rank(v.value()); g != kNone) return g;
-  uint64_t rank = 0;
-  if (parse_u64(v.value(), rank)) {
-    if (rank >= n) {
-      throw InputError(
-          v.where(), v.path(), rank_help(n, job_),
-          fmt::format("rank {}, but the {} has {} GPUs", rank, job_ ? "job" : "fabric", n));
-    }
-    return gpus_[rank];
+  if (uint64_t r = 0; parse_u64(v.value(), r)) {  // a rank, out of range
+    throw InputError(v.where(), v.path(), rank_help(n, job_),
+                     fmt::format("rank {}, but the {} has {} GPUs", r, job_ ? "job" : "fabric", n));
   }
   const NodeId g = f_.find(v.value());
   if (g == kNone || f_.node(g).kind != NodeKind::Gpu) {

@@ -390,6 +390,11 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       node_heads.push_back(comm_.heads(k));
   }
   const int heads = node_heads.empty() ? 1 : comm_.head_count();
+  // NVLS's chunk and its NVLink efficiency are the operation's, the same on every channel.
+  const bool nvls_like = a == Algorithm::Nvls || a == Algorithm::NvlsTree;
+  const double nvls_chunk_data = nvls_like ? nvls_chunk(static_cast<double>(bytes), a) : 0;
+  const double nvls_efficiency =
+      protocol_caps(f_.server_of(comm_.ranks().front()).arch).nvls_efficiency;
   for (int ch = 0; ch < nch; ++ch) {
     const double data = static_cast<double>(bytes / nch + (ch < bytes % nch ? 1 : 0));
     if (data <= 0) continue;
@@ -434,7 +439,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         chan.leg_stage.push_back(i);  // a chain's edges in pipeline order
       chan.slice = std::min(slice_data, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
-    } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
+    } else if (nvls_like) {
       // NVLS: the channel's head GPU reduces its share through the NVSwitch (multimem loads:
       // every GPU's NVLink sends the share once) and stores the result back (multimem store:
       // the head sends it once, every GPU receives it): over the channels, whose heads rotate,
@@ -465,8 +470,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         out.insert(out.end(), t.down.begin(), t.down.end());
         return out;
       });
-      const double nvlink_share = (gather ? 1.0 : 1.0 + 1.0 / comm_.ppn()) /
-                                  protocol_caps(tuning_input(c, nch).arch).nvls_efficiency;
+      const double nvlink_share = (gather ? 1.0 : 1.0 + 1.0 / comm_.ppn()) / nvls_efficiency;
       chan.shares.assign(node_legs, nvlink_share);
       chan.shares.resize(edges->size(), 1.0);
       const int depth = nvls_tree ? t.depth : in_network ? 1 : 0;
@@ -485,7 +489,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // elements): the heads reduce and forward their chunks side by side, each over its own
       // connection, and the pipeline moves on a step at a time.
       chan.heads = nvls_heads();
-      chan.slice = std::min(chan.heads * nvls_chunk(static_cast<double>(bytes), a), data);
+      chan.slice = std::min(chan.heads * nvls_chunk_data, data);
       chan.wire_bytes = data;
     } else {
       // Tree: up the chains and the tree, and down again; CollNetChain: the chains inside nodes;
@@ -554,7 +558,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       } else if (a == Algorithm::Tree) {
         const Communicator::Tree t = comm_.tree(ch);
         chan.hops_latency_us = 2 * (t.intra * nvlink_max + t.depth * net_max);
-      } else if (a == Algorithm::Nvls || a == Algorithm::NvlsTree) {
+      } else if (nvls_like) {
         // NCCL's count: one NVLS step inside the node, the tree up and down between nodes (NVLS
         // across nodes: its legs through the switches, added below).
         chan.hops_latency_us = nvlink_max + 2 * chan.depth * net_max;
@@ -796,7 +800,7 @@ double OpRunner::nvls_chunk(double bytes, Algorithm a) const {
   const double ops = static_cast<double>(result_.channels) * nvls_heads();
   double chunk = 128 << 10;
   if (a == Algorithm::Nvls && comm_.nnodes() > 1 &&
-      nvls_bus_bandwidth(tables_, tuning_input(Collective::AllReduce, result_.channels)) * 5.0 /
+      nvls_bus_bandwidth(tables_, tuning_input(Collective::AllReduce, comm_channels())) * 5.0 /
               6.0 <
           150) {
     chunk = 32 << 10;
