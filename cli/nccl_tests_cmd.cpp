@@ -19,7 +19,7 @@ namespace {
 
 namespace nccl = collectives::nccl;
 
-metrics::Table rows_table(const nccl::NcclTestsOptions& o,
+metrics::Table rows_table(const nccl::NcclTestsOptions& o, int nranks,
                           const std::vector<nccl::NcclTestsRow>& rows) {
   metrics::Table t("nccl_tests",
                    fmt::format("rocesim nccl-tests {}: one row per size, as nccl-tests prints it "
@@ -47,8 +47,7 @@ metrics::Table rows_table(const nccl::NcclTestsOptions& o,
     t.push(t1, r.time_us[1]);
     t.push(a1, r.algbw_GBps[1]);
     t.push(b1, r.busbw_GBps[1]);
-    t.push(algo, nccl::is_p2p(o.collective) ? std::string("p2p")
-                                            : std::string(nccl::algorithm_name(r.algorithm)));
+    t.push(algo, std::string(nccl::path_name(o.collective, nranks, r.algorithm)));
     t.push(proto, std::string(nccl::protocol_name(r.protocol)));
     t.push(ch, int64_t{r.channels});
     t.push(model, r.nccl_model_us);
@@ -123,9 +122,10 @@ int nccl_tests(const NcclTestsCommand& c) {
   }
   std::cout << nccl::format_nccl_tests(o, s->rows(), names, banner);
   if (!c.output.empty()) {
-    metrics::ResultsMeta meta{ROCESIM_VERSION,      run->name, c.scenario,
-                              run->effective_yaml,  run->seed, {rows_table(o, s->rows())},
-                              run->calibration_yaml};
+    metrics::ResultsMeta meta{
+        ROCESIM_VERSION,      run->name, c.scenario,
+        run->effective_yaml,  run->seed, {rows_table(o, static_cast<int>(ranks.size()), s->rows())},
+        run->calibration_yaml};
     metrics::write_results_h5(c.output, *run->recorder, meta, run->compression);
   }
   if (!c.trace.empty()) metrics::write_trace(c.trace, *run->sim, *run->recorder);

@@ -88,6 +88,10 @@ struct GpuSpec {
   double tflops_fp32 = 494.7;   // TF32 tensor dense, TFLOP/s (FP32 matmuls)
   Bytes memory{80'000'000'000};
   Bandwidth memory_bandwidth = Bandwidth::gbps(3.35e12 * 8 / 1e9);
+  // A device-to-device copy (cudaMemcpyAsync, NCCL's one-rank collectives): its share of
+  // memory_bandwidth, counting the bytes read and written, and its time for no bytes.
+  double copy_efficiency = 0.9;
+  Time copy_latency = Time::us(6);
 };
 
 /// The host CPU of a server, as NCCL tells it apart (its topology's CPU vendor and model): it

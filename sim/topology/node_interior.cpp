@@ -70,6 +70,20 @@ constexpr Param kServerParams[] = {
      .help = "a GPU's memory bandwidth (H100 SXM 3.35TB/s, A100 80GB 2.039TB/s): the roofline of "
              "memory-bound operations of training workloads",
      .check = Check::Positive},
+    {.key = "gpu_copy_efficiency",
+     .type = ParamType::Number,
+     .fallback = "0.9",
+     .help = "share of gpu_memory_bandwidth that a device-to-device copy achieves, counting the "
+             "bytes read and written: NCCL's collectives on one rank copy the buffer so "
+             "(cudaMemcpyAsync). 0.9: 4.31 TB/s of 4.8 measured on one H200 (docs/models/"
+             "collectives/nccl.md, one rank)",
+     .check = Check::Fraction},
+    {.key = "gpu_copy_latency",
+     .type = ParamType::Time,
+     .fallback = "6us",
+     .help = "time of a device-to-device copy of no bytes, as a benchmark's CUDA events see it "
+             "(NCCL's collectives on one rank); 6us measured on one H200",
+     .check = Check::Positive},
     {.key = "nics",
      .type = ParamType::Integer,
      .help = "RDMA NICs per server (default: one per GPU), a divisor of gpus (GPU i uses NIC "
@@ -307,6 +321,8 @@ ServerSpec read_server(const ParamReader& r) {
   s.gpu.tflops_fp32 = r.number("gpu_tflops_fp32");
   s.gpu.memory = r.bytes("gpu_memory");
   s.gpu.memory_bandwidth = r.bandwidth("gpu_memory_bandwidth");
+  s.gpu.copy_efficiency = r.number("gpu_copy_efficiency");
+  s.gpu.copy_latency = r.time("gpu_copy_latency");
   s.nic_speed = r.bandwidth("nic_speed");
   s.wire.layer = r.choice("transport") == "infiniband" ? fabric::LinkLayer::InfiniBand
                                                        : fabric::LinkLayer::RoCEv2;

@@ -274,7 +274,8 @@ INSTANTIATE_TEST_SUITE_P(
     Datasets, Validate,
     testing::Values(ValidationCase{"h100-ib-400g", "nvidia_nccl-tests_issue309_h100_ib_2-8nodes"},
                     ValidationCase{"aws-p4d-efa", "aws_p4d_efa_a100_2node_allreduce"},
-                    ValidationCase{"abci-a100-sharp", "abci_a100_ib_sharp_2node_allreduce"}),
+                    ValidationCase{"abci-a100-sharp", "abci_a100_ib_sharp_2node_allreduce"},
+                    ValidationCase{"h200-one-gpu", "rocesim-bench_h200_1gpu"}),
     [](const auto& p) {
       std::string s = p.param.scenario;
       std::replace(s.begin(), s.end(), '-', '_');

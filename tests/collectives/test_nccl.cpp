@@ -330,6 +330,28 @@ TEST(NcclClosedForm, SendRecvAroundTheRanks) {
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);
 }
 
+TEST(NcclClosedForm, OneRankCopiesInItsOwnMemory) {
+  // NCCL's one-rank path runs no algorithm: out of place, a collective is a device-to-device
+  // copy (cudaMemcpyAsync) that reads and writes S in the GPU's memory, T = L_copy + 2 S /
+  // (B_mem e); AlltoAll is a send to itself, the same copy inside NCCL's kernel after its
+  // launch (0 here). B_mem = 2 TB/s, e = 0.8, L_copy = 3 us: 1 GiB takes 3 us + 1342.18 us.
+  const std::string one_gpu =
+      "topology: {type: rail_optimized, nodes: 1, nodes_per_leaf: 1, node: {gpus: 1, "
+      "gpu_memory_bandwidth: 2TB/s, gpu_copy_efficiency: 0.8, gpu_copy_latency: 3us}, "
+      "leaf: {uplinks: 1}, spine: {count: 1}}\n";
+  const double s = kGiB, copy = 2 * s / (2e12 * 0.8);
+  for (const char* c : {"allreduce", "allgather", "reducescatter", "broadcast"}) {
+    const Figures w =
+        run_one(one_gpu, kNoNcclLatency, fmt::format("collective: {}, bytes: 1GiB", c));
+    EXPECT_NEAR(w.seconds, 3e-6 + copy, 2e-12) << c;
+    EXPECT_EQ(w.notes.at("algorithm"), "copy") << c;
+    EXPECT_EQ(w["nccl_model_us"], 0) << c;  // NCCL's tuner is not asked
+  }
+  const Figures a2a = run_one(one_gpu, kNoNcclLatency, "collective: alltoall, bytes: 1GiB");
+  EXPECT_NEAR(a2a.seconds, copy, 2e-12);
+  EXPECT_EQ(a2a.notes.at("algorithm"), "p2p");
+}
+
 TEST(NcclClosedForm, NvlinkPairsUseTheP2pTransportWindow) {
   // One server, 2 GPUs: Send/Recv 0 -> 1 and 1 -> 0, each over its own NVLink directions, path
   // latency L = L_nvl. A pair may have 8 chunks of NCCL_P2P_NVL_CHUNKSIZE unacknowledged per

@@ -143,8 +143,7 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
                        : kNaN;
     c.busbw_error =
         c.measured_busbw > 0 ? (c.simulated_busbw - c.measured_busbw) / c.measured_busbw : kNaN;
-    c.algorithm =
-        nccl::is_p2p(*collective) ? "p2p" : std::string(nccl::algorithm_name(sim.algorithm));
+    c.algorithm = std::string(nccl::path_name(*collective, out.nranks, sim.algorithm));
     c.protocol = std::string(nccl::protocol_name(sim.protocol));
     c.channels = sim.channels;
     c.nccl_model_us = sim.nccl_model_us;

@@ -312,9 +312,13 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   channels_.clear();
   p2p_.clear();
   p2p_passes_ = 1;
-  const MscclAlgorithm* msccl = is_p2p(c) ? nullptr : msccl_for(c, bytes);
-  if (is_p2p(c)) {
-    result_.algorithm = Algorithm::Ring;  // NCCL's point-to-point path
+  // NCCL's one-rank path (enqueue.cc, taskAppend; RCCL's alike): no tuner and no kernel of its
+  // own; out of place a device-to-device copy of the buffer (ncclLaunchOneRank), in place
+  // nothing. rocesim's operations are out of place, as nccl-tests' first columns.
+  const bool one_rank = comm_.nranks() == 1 && !is_p2p(c);
+  const MscclAlgorithm* msccl = is_p2p(c) || one_rank ? nullptr : msccl_for(c, bytes);
+  if (is_p2p(c) || one_rank) {
+    result_.algorithm = Algorithm::Ring;  // NCCL's point-to-point path; unused for one rank
     result_.protocol = Protocol::Simple;
     result_.channels = 0;
   } else if (msccl != nullptr) {
@@ -348,7 +352,8 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
                                      choice.protocol, static_cast<double>(bytes));
   }
   if (comm_.nranks() < 2 || bytes <= 0) {
-    // Nothing to move: NCCL still launches the kernel.
+    // Nothing crosses a link: a rank alone copies in its own memory (below), and an empty
+    // operation still launches NCCL's kernel.
     running_ = true;
   } else if (is_p2p(c)) {
     plan_p2p(sim, c, bytes, root, imbalance, seed);
@@ -359,9 +364,17 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   } else {
     plan_pipelined(sim, c, bytes, root);
   }
-  const Time launch = config_.launch_latency.value_or(Time::us(
+  Time launch = config_.launch_latency.value_or(Time::us(
       config_.base_latency_factor *
       tables_.base_lat[static_cast<int>(table_algorithm())][static_cast<int>(result_.protocol)]));
+  if (comm_.nranks() == 1) {
+    // The copy reads and writes every byte in the GPU's memory: after cudaMemcpyAsync's own
+    // latency for a collective, inside NCCL's kernel for point-to-point (a send to itself).
+    const fabric::GpuSpec& gpu = f_.server_of(comm_.ranks().front()).gpu;
+    const Time copy = transfer_time(2.0 * static_cast<double>(bytes),
+                                    gpu.memory_bandwidth.bytes_per_second() * gpu.copy_efficiency);
+    launch = (one_rank ? gpu.copy_latency : launch) + copy;
+  }
   sim.timer(id, sim.now() + launch, tag(kLaunch, 0));
 }
 
@@ -1260,11 +1273,12 @@ class NcclWorkload final : public engine::Workload {
   }
   void trace(std::vector<engine::TraceSpan>& out) const override {
     for (const OpResult& r : ops_) {
-      out.push_back({name(), "operations",
-                     fmt::format("{} {} B {}/{}", collective_name(r.collective), r.bytes,
-                                 is_p2p(r.collective) ? "p2p" : algorithm_name(r.algorithm),
-                                 protocol_name(r.protocol)),
-                     r.start, r.end});
+      out.push_back(
+          {name(), "operations",
+           fmt::format("{} {} B {}/{}", collective_name(r.collective), r.bytes,
+                       path_name(r.collective, runner_.communicator().nranks(), r.algorithm),
+                       protocol_name(r.protocol)),
+           r.start, r.end});
     }
   }
   void figures(engine::WorkloadFigures& out, Time) const override {
@@ -1287,8 +1301,7 @@ class NcclWorkload final : public engine::Workload {
     out.add("channels", ops_.front().channels);
     out.add("nccl_model_us", ops_.front().model_us);
     out.note("collective", std::string(collective_name(collective_)));
-    out.note("algorithm",
-             is_p2p(collective_) ? "p2p" : std::string(algorithm_name(ops_.front().algorithm)));
+    out.note("algorithm", std::string(path_name(collective_, n, ops_.front().algorithm)));
     out.note("protocol", std::string(protocol_name(ops_.front().protocol)));
     // The summary's flows and bytes columns are the engine's: say what they are here (the
     // text fits results.h5's 48-character notes).

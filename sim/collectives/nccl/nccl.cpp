@@ -242,6 +242,11 @@ std::string_view protocol_name(Protocol p) {
   return "?";
 }
 
+std::string_view path_name(Collective c, int nranks, Algorithm a) {
+  if (is_p2p(c)) return "p2p";
+  return nranks == 1 ? "copy" : algorithm_name(a);
+}
+
 std::optional<Collective> parse_collective(std::string_view s) {
   for (size_t i = 0; i < kCollectiveNames.size(); ++i) {
     if (kCollectiveNames[i] == s) return static_cast<Collective>(i);

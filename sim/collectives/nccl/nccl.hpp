@@ -69,6 +69,10 @@ enum class Protocol : uint8_t { LL, LL128, Simple };  // idem
 std::string_view collective_name(Collective c);
 std::string_view algorithm_name(Algorithm a);
 std::string_view protocol_name(Protocol p);
+/// How an operation ran, as tables print it: "p2p" for the point-to-point collectives, "copy"
+/// for another collective on one rank (NCCL's one-rank path runs no algorithm), else the
+/// algorithm's name.
+std::string_view path_name(Collective c, int nranks, Algorithm a);
 std::optional<Collective> parse_collective(std::string_view s);
 
 /// The algorithms (bit 1 << Algorithm) or protocols (bit 1 << Protocol) NCCL may use, per

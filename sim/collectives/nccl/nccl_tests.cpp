@@ -337,7 +337,7 @@ void NcclTestsWorkload::advance(engine::Simulation& sim, engine::WorkloadId id) 
   spans_.push_back(
       {name(), place_ == 0 ? "out of place" : "in place",
        fmt::format("{} {} B x {} ({}/{})", options_.test, row.size.size_bytes, options_.iters,
-                   is_p2p(options_.collective) ? "p2p" : algorithm_name(row.algorithm),
+                   path_name(options_.collective, runner_.communicator().nranks(), row.algorithm),
                    protocol_name(row.protocol)),
        phase_start_, sim.now()});
   const double us = (sim.now() - phase_start_).in_us() / options_.iters;
