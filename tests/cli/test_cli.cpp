@@ -508,7 +508,7 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
   // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
   // the figures that page gives ("all six clusters, now": 16.8% under 1 MiB, 17.4% from 1 to
-  // 64 MiB, 2.8% / 13.2% from 64 MiB) by more than half a point; from 64 MiB the median also
+  // 64 MiB, 2.7% / 13.2% from 64 MiB) by more than half a point; from 64 MiB the median also
   // meets issue 8's target of 5%. A change that moves them updates that table and this test.
   struct Cluster {
     const char* scenario;
@@ -552,7 +552,7 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   EXPECT_LE(median("<1MiB"), 0.168 + 0.005);
   EXPECT_LE(median("1-64MiB"), 0.174 + 0.005);
   EXPECT_LE(median(">=64MiB"), 0.05);
-  EXPECT_LE(median(">=64MiB"), 0.028 + 0.005);
+  EXPECT_LE(median(">=64MiB"), 0.027 + 0.005);
   EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.132 + 0.005);
 }
 

@@ -1020,6 +1020,45 @@ TEST(NcclTuning, CollNetDirectAndChainAsTuningCcModelsThem) {
   EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetChain, Protocol::Simple, mb)));
 }
 
+TEST(NcclTuning, Nccl28AsItsTuningCcModelsIt) {
+  // NCCL 2.8.3's model (tuning.cc at v2.8.3-1) on 2 nodes x 8 A100, its graph of 4 channels at
+  // 24 GB/s (bus 96), CollNet enabled; the plugin's 75 us and the 1 us net overhead are not in
+  // it:
+  //  * CollNet (the chain) with LL: bus 96 x 0.9 / 6 = 14.4, algbw 7.2; latency baseLat 4.4 +
+  //    2 x 7 x (NVLink 0.5 x 1.8 for LL across nodes) + NET 5.0 = 22.0 us. No CollNetDirect.
+  //  * Tree/LL128, 1 MB: bus min(96 x 0.92, 4 x 22.5) = 88.32, x 0.915 = 80.81, capped at 4 x
+  //    16.9 (ll128MaxBwPerCh of AllReduce) = 67.6, algbw 33.8, x 0.5 (2.8's LL128 correction
+  //    at log2(1e6 / 64) = 13); latency 4.4 + 2 (7 x 1.25 + 1 x 8.5) = 38.9 us.
+  //  * Ring/Simple: 2 (nodes - 1) = 2 network steps: 8.4 + 28 x 3.4 + 2 x 9.6 = 122.8 us, x 1.9
+  //    from nRanks / 16 x 64 KiB = 64 KiB (the plateau); algbw 96 x 16 / 30 = 51.2 GB/s.
+  //  * An A100's bus bandwidth at most 235 GB/s: 16 channels x 24 = 384 -> 235.
+  TuningInput in = hgx_input(2, 24);
+  in.graph_channels = 4;
+  in.arch = fabric::GpuArch::Ampere;
+  in.collnet = true;
+  in.nvswitch = true;
+  in.latency_inter_us = 75;
+  in.net_overhead_us = 1;
+  const TuningTables& t = tuning_tables("2.8.3");
+  const double kib64 = 65536, mb = 1e6, gb = 1e9;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::CollNetChain, Protocol::LL, kib64),
+              22.0 + kib64 / (1000 * 7.2), 1e-9);
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetChain, Protocol::LL128, mb)));
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, mb)));
+  in.nvls = true;  // NVLS came with NCCL 2.17
+  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::NvlsTree, Protocol::Simple, mb)));
+  in.nvls = false;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, mb),
+              38.9 + mb / (1000 * 33.8 * 0.5), 1e-9);
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, gb),
+              122.8 * 1.9 + gb / (1000 * 51.2), 1e-6);
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, 8192),
+              122.8 + 8192 / (1000 * 51.2), 1e-9);
+  in.graph_channels = 16;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, gb),
+              122.8 * 1.9 + gb / (1000 * 235.0 * 16 / 30), 1e-6);
+}
+
 TEST(NcclTuning, RingSimpleEstimateByHand) {
   // NCCL's model for Ring/Simple AllReduce, 2 nodes x 8 GPUs, its graph of 8 channels (one per
   // NIC) at 50 GB/s, the kernel running 16 ("newest" tables): latency = baseLat 8.4 +

@@ -152,9 +152,9 @@ constexpr Param kNcclParams[] = {
     {.key = "tuning_tables",
      .type = ParamType::Choice,
      .help = "the release whose tuning.cc constants (latencies, bandwidth caps) are used: "
-             "newest or 2.20.3 of NCCL, rccl-mi300 (RCCL's model 5, MI300-class servers); "
-             "default: newest for nccl, rccl-mi300 for rccl",
-     .choices = "newest|2.20.3|rccl-mi300",
+             "newest, 2.20.3 or 2.8.3 of NCCL, rccl-mi300 (RCCL's model 5, MI300-class "
+             "servers); default: newest for nccl, rccl-mi300 for rccl",
+     .choices = "newest|2.20.3|2.8.3|rccl-mi300",
      .optional = true},
     {.key = "launch_latency",
      .type = ParamType::Time,
@@ -446,7 +446,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     if (c.rccl != (c.tuning_tables == "rccl-mi300")) {
       r.fail("tuning_tables",
              c.rccl ? "RCCL's tables (rccl-mi300) with library: rccl"
-                    : "NCCL's tables (newest, 2.20.3) with library: nccl",
+                    : "NCCL's tables (newest, 2.20.3, 2.8.3) with library: nccl",
              c.tuning_tables);
     }
   }

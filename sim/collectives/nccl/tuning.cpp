@@ -46,6 +46,7 @@ constexpr TuningTables kNewest{
     true,
     true,
     true,
+    false,
     false};
 
 // NCCL 2.20.3 predates PAT.
@@ -71,7 +72,49 @@ constexpr TuningTables kV2203{
     false,
     false,
     false,
-    true};
+    true,
+    false};
+
+// NCCL 2.8.3 (NVIDIA/nccl@920dbe5b, v2.8.3-1, src/graph/tuning.cc): Tree, Ring and one CollNet
+// algorithm, the chain, whose row stands in CollNetChain's place (LL and Simple; CollNetDirect
+// came with 2.12 and has no row). baseLat {4.4, 4.4, 0} {3.6, 10.0, 8.4} {4.4, 4.4, 0}; hwLat
+// NVLink {.52, 1.25, 28} {.47, 1.9, 3.4} {.5, 1.2, 4.0}, PCI {1.0, 1.9, 28} {1.0, 2.5, 5.7}
+// {1.0, 1.9, 5.5}, NET {5.0, 8.5, 28} {2.7, 4.0, 9.6} {5.0, 5.0, 10.7}.
+constexpr TuningTables kV283{"2.8.3",
+                             {{4.4, 4.4, 0.0},
+                              {3.6, 10.0, 8.4},
+                              {0, 0, 0},
+                              {4.4, 4.4, 0.0},
+                              {0, 0, 0},
+                              {0, 0, 0},
+                              {0, 0, 0}},
+                             {{{0.52, 1.25, 28.0},
+                               {0.47, 1.9, 3.4},
+                               {0, 0, 0},
+                               {0.5, 1.2, 4.0},
+                               {0, 0, 0},
+                               {0, 0, 0},
+                               {0, 0, 0}},
+                              {{1.0, 1.9, 28.0},
+                               {1.0, 2.5, 5.7},
+                               {0, 0, 0},
+                               {1.0, 1.9, 5.5},
+                               {0, 0, 0},
+                               {0, 0, 0},
+                               {0, 0, 0}},
+                              {{5.0, 8.5, 28.0},
+                               {2.7, 4.0, 9.6},
+                               {0, 0, 0},
+                               {5.0, 5.0, 10.7},
+                               {0, 0, 0},
+                               {0, 0, 0},
+                               {0, 0, 0}}},
+                             false,
+                             false,
+                             false,
+                             false,
+                             false,
+                             true};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
 // MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
@@ -111,7 +154,8 @@ constexpr RcclModel kRcclMi300{
      false,
      false,
      false,
-     true},
+     true,
+     false},
     {{{0.06, 0.06, 0.11},
       {0.08, 0.08, 1.00},
       {0.00, 0.00, 1.00},
@@ -160,6 +204,32 @@ constexpr double kTreeCorrection[3][23] = {
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// NCCL 2.8.3's LL128 row (its LL and Simple rows are the same as the later releases').
+constexpr double kTreeCorrectionLl128V28[23] = {1.0, 1.0, 1.0, 1.0, 1.0, .9,  .8, .8,
+                                                .8,  .7,  .6,  .6,  .6,  .5,  .6, .6,
+                                                .7,  .7,  .8,  .9,  .9,  .92, .92};
+// NCCL 2.8.3's per-channel LL128 caps by collective (ll128MaxBwPerCh: Broadcast, Reduce,
+// AllGather, ReduceScatter, AllReduce), GB/s, for rings and trees alike.
+double ll128_cap_v28(Collective c) {
+  switch (c) {
+    case Collective::Broadcast:
+      return 18.8;
+    case Collective::Reduce:
+      return 12.0;
+    case Collective::AllGather:
+      return 18.3;
+    case Collective::ReduceScatter:
+      return 15.2;
+    default:
+      return 16.9;
+  }
+}
+// NCCL 2.8.3's perChMaxTreeBws: A100 (compCap 80) {24.0, 22.5, 16.0}, every other GPU Volta's
+// {26.5, 18.5, 10.0}, by 1 node, 2, more.
+double tree_cap_v28(fabric::GpuArch arch, int col) {
+  constexpr double kAmpere[3] = {24.0, 22.5, 16.0}, kVolta[3] = {26.5, 18.5, 10.0};
+  return arch == fabric::GpuArch::Ampere ? kAmpere[col] : kVolta[col];
+}
 
 int ai(Algorithm a) {
   return static_cast<int>(a);
@@ -178,12 +248,14 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
       return in.collective == Collective::AllReduce && in.nranks > 1;
     case Algorithm::CollNetDirect:
       // Only where an NVSwitch joins the GPUs (nvsCount) and for up to 8 GPUs a node
-      // (NCCL_MAX_DIRECT_ARITY + 1), as Chain.
+      // (NCCL_MAX_DIRECT_ARITY + 1), as Chain. NCCL 2.8 has none.
       return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
-             in.nnodes > 1 && in.ppn <= 8 && in.nvswitch;
+             in.nnodes > 1 && in.ppn <= 8 && in.nvswitch && !t.nccl28;
     case Algorithm::CollNetChain:
-      return in.collective == Collective::AllReduce && in.collnet && p == Protocol::Simple &&
-             in.nnodes > 1 && in.ppn <= 8;
+      // NCCL 2.8's CollNet offers LL too ("CollNet does not support LL128").
+      return in.collective == Collective::AllReduce && in.collnet &&
+             (p == Protocol::Simple || (t.nccl28 && p == Protocol::LL)) && in.nnodes > 1 &&
+             in.ppn <= 8;
     case Algorithm::Nvls:
       // AllReduce; across nodes NVLS reduces between the nodes through CollNet (IB SHARP):
       // NCCL disables it where CollNet is off (2.20.3 "if (comm->collNetSupport == 0) ... if
@@ -191,14 +263,14 @@ bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protoc
       // collnet is not supported"). AllGather and ReduceScatter inside one node (NCCL 2.17 on:
       // "now we only support single-node NVLS allgather and reducescatter"; across nodes NCCL
       // 2.27 needs its CollNet plugin's iallgather / ireducescatter, not modelled).
-      if (!in.nvls || p != Protocol::Simple) return false;
+      if (!in.nvls || p != Protocol::Simple || t.nccl28) return false;  // NCCL 2.17 on
       if (in.collective == Collective::AllReduce) return in.nnodes == 1 || in.collnet;
       return (in.collective == Collective::AllGather ||
               in.collective == Collective::ReduceScatter) &&
              in.nnodes == 1;
     case Algorithm::NvlsTree:
       return in.collective == Collective::AllReduce && in.nvls && p == Protocol::Simple &&
-             in.nnodes > 1;
+             in.nnodes > 1 && !t.nccl28;
     case Algorithm::Pat:
       // ncclPatEnable: one rank per node, Simple, AllGather and ReduceScatter.
       return (in.collective == Collective::AllGather ||
@@ -258,6 +330,7 @@ const RcclModel* rccl_model(std::string_view release) {
 
 const TuningTables& tuning_tables(std::string_view release) {
   if (release == "2.20.3") return kV2203;
+  if (release == "2.8.3") return kV283;
   if (release == kRcclMi300.tables.name) return kRcclMi300.tables;
   return kNewest;
 }
@@ -277,17 +350,20 @@ double nvls_bus_bandwidth(const TuningTables& t, const TuningInput& in) {
 }
 
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
-                      bool network_hop) {
+                      bool network_hop, bool in_model) {
+  const bool host_costs = !(in_model && t.nccl28);
   // The net plugin's reported latency (NCCL's graph latencyInter) joins every network step,
   // twice for Simple ("flush extra latency", tuning.cc).
   if (network_hop) {
     const Algorithm net = t.ppn_one_tree_net && in.ppn == 1 ? Algorithm::Tree : a;
     return t.hw_lat[kNet][ai(net)][pi(p)] +
-           in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0);
+           (host_costs ? in.latency_inter_us * (p == Protocol::Simple ? 2.0 : 1.0) : 0.0);
   }
   double intra = t.hw_lat[in.pci_intra ? kPci : kNvlink][ai(a)][pi(p)];
+  // NCCL 2.8: "if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8".
+  if (t.nccl28 && in.nnodes > 1 && p == Protocol::LL) intra *= 1.8;
   // "Inter-node rings still have to launch nsteps * net overhead" (tuning.cc): rings only.
-  if (in.nnodes > 1 && a == Algorithm::Ring) {
+  if (host_costs && in.nnodes > 1 && a == Algorithm::Ring) {
     intra = std::max(intra, in.net_overhead_us * (p == Protocol::Simple ? 3.0 : 1.0));
   }
   return intra;
@@ -309,7 +385,11 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   const ProtocolCaps& caps = protocol_caps(in.arch);
   const int col = caps_column(in.nnodes);
   const double graph = in.graph_channels;
-  double bus = graph * (in.nnodes <= 2 ? in.bw_intra : in.bw_inter);
+  // NCCL 2.8's CollNet took the intra-node bandwidth at any size ("nNodes <= 2 || a ==
+  // NCCL_ALGO_COLLNET ? speedIntra : speedInter") and capped A100s at 235 GB/s.
+  const bool intra_bw = in.nnodes <= 2 || (t.nccl28 && a == Algorithm::CollNetChain);
+  double bus = graph * (intra_bw ? in.bw_intra : in.bw_inter);
+  if (t.nccl28 && in.arch == fabric::GpuArch::Ampere) bus = std::min(bus, 235.0);
   const double ll_max = ll_max_bw(in.arch, in.nnodes, in.amd_host);
   if (a == Algorithm::Nvls) bus = nvls_bus_bandwidth(t, in);
   if (a == Algorithm::NvlsTree) {
@@ -329,20 +409,28 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   if (in.rccl == nullptr && a == Algorithm::Ring && p == Protocol::LL128) {
     // "busBw * (ppn < 2 ? 0.7 : 0.92 /*120.0/128.0*/)": a GPU alone on its server sends and
     // receives through its NIC.
-    bus = std::min(bus * (in.ppn < 2 ? 0.7 : 0.92), graph * caps.ring_ll128[col]);
+    const double cap = t.nccl28 ? ll128_cap_v28(in.collective) : caps.ring_ll128[col];
+    bus = std::min(bus * (in.ppn < 2 ? 0.7 : 0.92), graph * cap);
   }
   if (in.rccl == nullptr && a == Algorithm::Tree) {
-    bus = std::min(bus * 0.92, graph * caps.tree[col]);
+    bus = std::min(bus * 0.92, graph * (t.nccl28 ? tree_cap_v28(in.arch, col) : caps.tree[col]));
     if (p == Protocol::LL) bus = std::min(bus / 3.8, ll_max);
     if (p == Protocol::LL128) {
-      bus = std::min(bus * (in.nnodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-                     graph * caps.tree_ll128[col]);
+      const double cap = t.nccl28 ? ll128_cap_v28(in.collective) : caps.tree_ll128[col];
+      const double f = in.nnodes == 1 ? 7.0 / 9.0 : t.nccl28 ? 0.915 : 120.0 / 128.0;
+      bus = std::min(bus * f, graph * cap);
     }
     // "if (a == NCCL_ALGO_TREE && graphs[a]->pattern == NCCL_TOPO_PATTERN_TREE) busBw *= .85":
     // NCCL searches its tree graph with the BALANCED_TREE pattern (init.cc), which its search
     // keeps, except with one GPU a node ("if (ngpus == 1) if (graph->pattern !=
     // NCCL_TOPO_PATTERN_RING) graph->pattern = NCCL_TOPO_PATTERN_TREE", search.cc).
-    if (in.ppn == 1) bus *= 0.85;
+    if (in.ppn == 1 && !t.nccl28) bus *= 0.85;  // NCCL 2.8 has no pattern factor
+  }
+  if (t.nccl28 && a == Algorithm::CollNetChain) {
+    // "busBw *= .9"; LL: "busBw *= 1.0/6.0; // Take into account that GDR read is disabled on
+    // both sides".
+    bus *= 0.9;
+    if (p == Protocol::LL) bus /= 6.0;
   }
   if (a == Algorithm::Pat) bus *= 0.75;  // NCCL's figure for the PAT kernel
   if (a == Algorithm::CollNetDirect && in.rccl == nullptr) {
@@ -371,8 +459,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
     algbw = bus * 0.5;  // Tree and CollNet; PAT's AllGather and ReduceScatter stay unconverted
   }
   // Latency.
-  const double intra_lat = hop_latency_us(t, in, a, p, false);
-  const double inter_lat = hop_latency_us(t, in, a, p, true);
+  const double intra_lat = hop_latency_us(t, in, a, p, false, true);
+  const double inter_lat = hop_latency_us(t, in, a, p, true, true);
   const double log_nodes = std::floor(std::log2(std::max(1, in.nnodes)));
   double lat = t.base_lat[ai(a)][pi(p)];
   switch (a) {
@@ -381,8 +469,12 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
       // NCCL's "plateau effect of ring": multi-node Ring/Simple AllReduce once each rank's
       // share of a channel reaches 64 bytes.
       if (in.rccl == nullptr && p == Protocol::Simple && in.nnodes > 1 &&
-          in.collective == Collective::AllReduce && bytes / (in.channels * in.nranks) >= 64) {
-        lat *= in.arch == fabric::GpuArch::Volta ? 1.9 : 1.4;
+          in.collective == Collective::AllReduce) {
+        // NCCL 2.8: "nBytes >= nRanks/16.0*65536", x 1.9 whatever the GPU.
+        if (t.nccl28 && bytes >= in.nranks / 16.0 * 65536) lat *= 1.9;
+        if (!t.nccl28 && bytes / (in.channels * in.nranks) >= 64) {
+          lat *= in.arch == fabric::GpuArch::Volta ? 1.9 : 1.4;
+        }
       }
       break;
     case Algorithm::Tree:
@@ -418,7 +510,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
         algbw *= in.rccl->ring_correction[pi(p)][std::min(i, 26)];
       }
     } else if (a == Algorithm::Tree && i < 23) {
-      algbw *= kTreeCorrection[pi(p)][i];
+      algbw *=
+          t.nccl28 && p == Protocol::LL128 ? kTreeCorrectionLl128V28[i] : kTreeCorrection[pi(p)][i];
     }
   }
   ROCESIM_CHECK(algbw > 0, "the tuning model needs a positive bandwidth");

@@ -38,6 +38,15 @@ struct TuningTables {
   // Network steps NCCL counts for a ring AllReduce on N > 1 nodes: 2 N up to 2.20 and in RCCL's
   // model ("nNodes > 1 ? 2*nNodes : 0"), 2 (N - 1) in later NCCL releases.
   bool ring_allreduce_2n_inter;
+  // NCCL 2.8's model (tuning.cc of v2.8.3), where it differs from the later releases': one
+  // CollNet algorithm, the chain (LL at a sixth of its bandwidth, x 0.9, no LL128); LL128 capped
+  // per collective (ll128MaxBwPerCh), trees by 2.8's perChMaxTreeBws, Tree/LL128 x 0.915, and
+  // the bus bandwidth of A100s at 235 GB/s; LL's hops inside a node x 1.8 across nodes; neither
+  // the network plugin's latency nor the net overhead in the latencies (the simulation keeps
+  // both: they are what the hardware and the proxy cost, which 2.8's model left out); no tree
+  // pattern factor; the ring plateau x 1.9 from nRanks / 16 x 64 KiB; its own Tree/LL128
+  // corrections.
+  bool nccl28;
 };
 
 /// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
@@ -150,8 +159,10 @@ inline constexpr uint8_t kAnyAlgorithm = kTunerAlgorithms, kAnyProtocol = 0b111;
 
 /// NCCL's latency of one pipeline step on a hop (NVLink or network), in us; a ring's inside nodes
 /// of a multi-node communicator at least the host's network overhead, as NCCL counts it.
+/// `in_model`: as the release's own model counts it (NCCL 2.8's left the network plugin's
+/// latency and the net overhead out); otherwise what the step costs.
 double hop_latency_us(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p,
-                      bool network_hop);
+                      bool network_hop, bool in_model = false);
 
 /// What one pipeline step on a hop costs the simulation, in us: NCCL's hwLat as its model counts
 /// it (hop_latency_us), except where a library's table holds a selection weight rather than a
