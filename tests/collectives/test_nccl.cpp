@@ -586,6 +586,33 @@ TEST(NcclClosedForm, CollNetChainMovesAtTheTreeKernelsThroughput) {
   EXPECT_NEAR(cn.seconds, s / 2 / kernel + kLnet + chunk / (kB / 2), 2e-9);
 }
 
+TEST(NcclClosedForm, Nccl28CollNetWithLlMovesASixthOfItsGraph) {
+  // NCCL 2.8's CollNet with LL moves its graph's bandwidth x 0.9 / 6 (GDR read disabled on both
+  // sides), a bus bandwidth counting the data up and down. 4 nodes of one GPU and one NIC (B,
+  // the PCIe path wider), one graph channel run as 2: 0.9 / 6 x B / 2 a channel, half of it
+  // data, under LL's own cap (llMaxBw 20.4 GB/s over 2 channels). Each channel carries S / 2:
+  // S / 2 / (0.0375 B), the fill a few steps of microseconds against 18 ms.
+  const std::string topology = R"(topology:
+  type: rail_optimized
+  nodes: 4
+  nodes_per_leaf: 4
+  node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 1600Gbps, pcie_latency: 500ns}
+  leaf: {uplinks: 4, latency: 600ns}
+  spine: {count: 4, latency: 3us}
+)";
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1, "
+      "tuning_tables: \"2.8.3\"}\n";
+  const Figures cn = run_one(topology, nccl,
+                             "collective: allreduce, bytes: 64MiB, "
+                             "nccl: {NCCL_ALGO: CollNet, NCCL_PROTO: LL}");
+  EXPECT_EQ(cn.notes.at("algorithm"), "CollNetChain");
+  EXPECT_EQ(cn.notes.at("protocol"), "LL");
+  const double bandwidth = 64 * kMiB / 2 / (0.0375 * kB);
+  EXPECT_NEAR(cn.seconds, bandwidth, 0.002 * bandwidth);
+  EXPECT_GT(cn.seconds, bandwidth);
+}
+
 TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {
   // CollNetDirect AllReduce of S = 256 MiB on 2 servers of 2 GPUs behind an NVSwitch (C = 450
   // GB/s a GPU link), each GPU with its own NIC (B): both GPUs are heads, 4 channels (2 per

@@ -777,6 +777,11 @@ double OpRunner::protocol_cap() const {
       // share of it however many run (fewer for small operations or NCCL_MAX_NCHANNELS, more
       // with NCCL_MIN_NCHANNELS).
       bus = ll_max_bw(in.arch, in.nnodes, in.amd_host) / default_channels();
+      // NCCL 2.8's CollNet with LL moves a sixth of its graph's bandwidth x 0.9 ("Take into
+      // account that GDR read is disabled on both sides"): the path's throughput, as its model
+      // states it.
+      if (tables_.nccl28 && result_.algorithm == Algorithm::CollNetChain)
+        bus = std::min(bus, in.bw_intra * 0.9 / 6.0 * per_graph);
       break;
     case Protocol::LL128:
       bus = (tree ? caps.tree_ll128[col] : caps.ring_ll128[col]) * per_graph;
