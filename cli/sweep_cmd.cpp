@@ -166,8 +166,9 @@ int sweep(const SweepCommand& c) {
     }
   }
 
-  // Rank 0 holds the output (a resumed sweep's points are in it); with several processes
-  // (mpirun), each writes the points it runs to a part file, merged by rank 0 at the end.
+  // Rank 0 holds the output (a resumed sweep's points are in it) and writes its own points
+  // there; with several processes (mpirun) each other rank writes the points it runs to a part
+  // file, which rank 0 copies in at the end.
   const int rank = mpi::rank(), ranks = mpi::size();
   std::unique_ptr<metrics::SweepFile> output;
   std::exception_ptr open_error;
@@ -191,12 +192,12 @@ int sweep(const SweepCommand& c) {
   if (output) rows = output->resumed();
   const std::string part_path = fmt::format("{}.part{}", c.output, rank);
   std::unique_ptr<metrics::SweepFile> part;
-  if (ranks > 1) {
+  if (rank > 0) {
     std::error_code ec;
     std::filesystem::remove(part_path, ec);  // a stale part of an earlier, killed sweep
     part = std::make_unique<metrics::SweepFile>(part_path, study.name, study.text, ROCESIM_VERSION);
   }
-  metrics::SweepFile& file = ranks > 1 ? *part : *output;
+  metrics::SweepFile& file = rank > 0 ? *part : *output;
   std::vector<uint32_t> pending;
   size_t k = 0;
   for (const scenario::StudyPoint& p : study.points) {
@@ -324,7 +325,7 @@ int sweep(const SweepCommand& c) {
   if (rank != 0) return stopped != 0 ? 128 + stopped : 0;
   if (ranks > 1) {
     std::vector<std::string> parts;
-    for (int r = 0; r < ranks; ++r)
+    for (int r = 1; r < ranks; ++r)
       parts.push_back(fmt::format("{}.part{}", c.output, r));
     for (const auto& [id, row] : output->merge(parts))
       rows[id] = row;
