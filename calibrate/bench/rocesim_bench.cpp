@@ -5,7 +5,8 @@
 // index among the ranks of its node modulo the visible devices, and the NCCL communicator is
 // bootstrapped with an ncclUniqueId broadcast over MPI. Single process (--single-process): one
 // process drives every local GPU (or --gpus N) through ncclCommInitAll and group calls; MPI is
-// not used.
+// not used. Built without MPI (ROCESIM_BENCH_MPI 0, where configure found none) only the second
+// mode exists; started by hand without --single-process it runs one GPU in it.
 //
 // Per collective: -w warm-up operations at the largest and at the smallest size (as nccl-tests),
 // then per size -n timed operations out of place and -n in place. Each operation is timed with
@@ -24,9 +25,15 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
-#include <mpi.h>
 #include <nccl.h>
 #include <unistd.h>
+
+#ifndef ROCESIM_BENCH_MPI
+#define ROCESIM_BENCH_MPI 1
+#endif
+#if ROCESIM_BENCH_MPI
+#include <mpi.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -72,6 +79,7 @@ void nccl_check(ncclResult_t r, const char* call, int code = kBenchExitFailure) 
   throw BenchFailure(code, fmt::format("{} failed: {}{}", call, ncclGetErrorString(r), detail));
 }
 
+#if ROCESIM_BENCH_MPI
 void mpi_check(int rc, const char* call, int code = kBenchExitFailure) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -81,6 +89,7 @@ void mpi_check(int rc, const char* call, int code = kBenchExitFailure) {
                                        length > 0 ? std::string(text, static_cast<size_t>(length))
                                                   : fmt::format("MPI error {}", rc)));
 }
+#endif
 
 std::optional<ncclDataType_t> nccl_type(const std::string& t) {
   if (t == "int8" || t == "char") return ncclInt8;
@@ -341,7 +350,9 @@ void launch_all(Bench& b, BenchCollective c, const BenchSize& s, bool in_place) 
 void barrier(const Bench& b) {
   for (const Gpu& g : b.gpus)
     wait_stream(g, b.timeout_s);
+#if ROCESIM_BENCH_MPI
   if (b.mpi) mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+#endif
 }
 
 /// -n operations back to back, each between its own event pair; per iteration the time of the
@@ -372,10 +383,12 @@ std::vector<double> timed_batch(Bench& b, BenchCollective c, const BenchSize& s,
       us[k] = std::max(us[k], static_cast<double>(ms) * 1e3);
     }
   }
+#if ROCESIM_BENCH_MPI
   if (b.mpi) {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, us.data(), iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce");
   }
+#endif
   return us;
 }
 
@@ -444,6 +457,7 @@ void describe_run(Bench& b, const BenchOptions& opt) {
   run.cuda_runtime = cuda_version_text(runtime);
   run.cuda_driver = cuda_version_text(driver);
   run.nccl_version = fmt::format("{}+cuda{}", nccl_version_string(nccl), run.cuda_runtime);
+#if ROCESIM_BENCH_MPI
   if (b.mpi) {
     char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
     int length = 0;
@@ -454,6 +468,7 @@ void describe_run(Bench& b, const BenchOptions& opt) {
       v.pop_back();
     run.mpi_library = v;
   }
+#endif
   run.command = opt.command;
   run.env = nccl_environment(::environ);
   run.gpus_per_process = static_cast<int>(b.gpus.size());
@@ -581,6 +596,7 @@ int run_single_process(const BenchOptions& opt) {
 
 // ---------------------------------------------------------------------------------------------
 // MPI: one rank per GPU
+#if ROCESIM_BENCH_MPI
 
 /// Rank 0's text (rank records) from every rank, in rank order; empty elsewhere.
 std::vector<std::string> gather_text(const std::string& mine, int rank, int size) {
@@ -761,6 +777,7 @@ int run_mpi(const BenchOptions& opt, bool launched) {
   MPI_Finalize();
   return kBenchExitOk;
 }
+#endif  // ROCESIM_BENCH_MPI
 
 }  // namespace
 
@@ -788,5 +805,22 @@ int main(int argc, char** argv) {
     }
     return run_single_process(*args.options);
   }
+#if ROCESIM_BENCH_MPI
   return run_mpi(*args.options, rank.has_value());
+#else
+  // Built without MPI: one process, as nccl-tests built without it runs.
+  if (const int n = launcher_size(); n > 1) {
+    if (!rank || *rank == 0) {
+      std::cerr << fmt::format(
+          "rocesim-bench: this build has no MPI (configure found none), so it cannot run one "
+          "rank per GPU under a launcher that started {} processes; run one process per node "
+          "with --single-process, or rebuild with Open MPI (libopenmpi-dev)\n",
+          n);
+    }
+    return kBenchExitUsage;
+  }
+  BenchOptions one = *args.options;
+  if (one.gpus == 0) one.gpus = 1;  // by hand, as an MPI build runs: one rank on one GPU
+  return run_single_process(one);
+#endif
 }

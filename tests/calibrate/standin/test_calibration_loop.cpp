@@ -193,6 +193,38 @@ TEST(StandinCluster, BenchMeasuresTheGroundTruthSimulation) {
   EXPECT_GT(nominal_max, 0.1);
 }
 
+TEST(StandinCluster, ABuildWithoutMpiRunsOneProcess) {
+  // Where configure finds no MPI, rocesim-bench is built with its single-process mode alone (as
+  // nccl-tests without MPI): with --single-process it drives every GPU of the node (2 stand-in
+  // GPUs here) in one communicator; started by hand without it, one GPU, as an MPI build run by
+  // hand; under a launcher that started 2 processes it refuses with exit code 2 and says why.
+  const std::string dir = temp_dir("standin_nompi");
+  const std::string env = fmt::format(
+      "env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK -u PMI_SIZE "
+      "-u SLURM_PROCID -u SLURM_STEP_NUM_TASKS ROCESIM_STANDIN_SCENARIO='{}' "
+      "ROCESIM_STANDIN_TRUTH='{}' ROCESIM_STANDIN_GPUS=2",
+      scenario(), kTruth);
+  const CommandResult both =
+      run_command(fmt::format("{} '{}' --single-process -b 1M -e 1M -n 2 "
+                              "-w 1 -o {}/two.yaml",
+                              env, ROCESIM_BENCH_STANDIN_NOMPI_EXE, dir));
+  ASSERT_EQ(both.exit_code, 0) << both.out << both.err;
+  const CommandResult one = run_command(fmt::format("{} '{}' -b 1M -e 1M -n 2 -w 1 -o {}/one.yaml",
+                                                    env, ROCESIM_BENCH_STANDIN_NOMPI_EXE, dir));
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  for (const auto& [file, ranks] : {std::pair<std::string, int>{"two.yaml", 2}, {"one.yaml", 1}}) {
+    const validation::NcclTestsLog log = validation::read_measured_file(dir + "/" + file);
+    ASSERT_EQ(log.tables.size(), 1u) << file;
+    EXPECT_EQ(log.tables.front().nranks, ranks) << file;
+    EXPECT_TRUE(contains(read_file(dir + "/" + file), "mode: single-process")) << file;
+  }
+  const CommandResult launched =
+      run_command(fmt::format("{} OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 '{}' -b 8 -e 8",
+                              env, ROCESIM_BENCH_STANDIN_NOMPI_EXE));
+  EXPECT_EQ(launched.exit_code, 2);
+  EXPECT_TRUE(contains(launched.err, "this build has no MPI")) << launched.err;
+}
+
 TEST(StandinCluster, CalibrationLoopRecoversTheHiddenParameters) {
   // Measure: AllReduce and AllGather on 2 servers (4 ranks) and 4 servers (8 ranks), 8 B to
   // 128 MiB by factors of 16, 2% noise per operation. Fit the three parameters from the nominal
