@@ -76,7 +76,7 @@ constexpr Param kServerParams[] = {
      .help = "share of gpu_memory_bandwidth that a device-to-device copy achieves, counting the "
              "bytes read and written: NCCL's collectives on one rank copy the buffer so "
              "(cudaMemcpyAsync). 0.9: 4.31 TB/s of 4.8 measured on one H200 (docs/models/"
-             "collectives/nccl.md, one rank)",
+             "collectives/README.md, One rank)",
      .check = Check::Fraction},
     {.key = "gpu_copy_latency",
      .type = ParamType::Time,
