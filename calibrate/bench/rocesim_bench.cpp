@@ -43,6 +43,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibrate/bench/bench_options.hpp"
@@ -779,6 +780,18 @@ int run_mpi(const BenchOptions& opt, bool launched) {
 }
 #endif  // ROCESIM_BENCH_MPI
 
+/// The single-process mode, refused (exit 2) where a launcher started several processes:
+/// rank 0 says why, `why` holding a {} for their count.
+int run_one_process(const BenchOptions& opt, const std::optional<int>& rank, std::string_view why) {
+  if (const int n = launcher_size(); n > 1) {
+    if (!rank || *rank == 0) {
+      std::cerr << "rocesim-bench: " << fmt::format(fmt::runtime(why), n) << "\n";
+    }
+    return kBenchExitUsage;
+  }
+  return run_single_process(opt);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -793,34 +806,21 @@ int main(int argc, char** argv) {
     return args.exit_code;
   }
   if (args.options->single_process) {
-    if (const int n = launcher_size(); n > 1) {
-      if (!rank || *rank == 0) {
-        std::cerr << fmt::format(
-            "rocesim-bench: --single-process drives every GPU of a node from one process, but "
-            "the launcher started {} processes; start one (mpirun -np 1, srun -n 1), or leave "
-            "out --single-process for one rank per GPU\n",
-            n);
-      }
-      return kBenchExitUsage;
-    }
-    return run_single_process(*args.options);
+    return run_one_process(*args.options, rank,
+                           "--single-process drives every GPU of a node from one process, but "
+                           "the launcher started {} processes; start one (mpirun -np 1, srun -n "
+                           "1), or leave out --single-process for one rank per GPU");
   }
 #if ROCESIM_BENCH_MPI
   return run_mpi(*args.options, rank.has_value());
 #else
   // Built without MPI: one process, as nccl-tests built without it runs.
-  if (const int n = launcher_size(); n > 1) {
-    if (!rank || *rank == 0) {
-      std::cerr << fmt::format(
-          "rocesim-bench: this build has no MPI (configure found none), so it cannot run one "
-          "rank per GPU under a launcher that started {} processes; run one process per node "
-          "with --single-process, or rebuild with Open MPI (libopenmpi-dev)\n",
-          n);
-    }
-    return kBenchExitUsage;
-  }
   BenchOptions one = *args.options;
   if (one.gpus == 0) one.gpus = 1;  // by hand, as an MPI build runs: one rank on one GPU
-  return run_single_process(one);
+  return run_one_process(one, rank,
+                         "this build has no MPI (configure found none), so it cannot run one "
+                         "rank per GPU under a launcher that started {} processes; run one "
+                         "process per node with --single-process, or rebuild with Open MPI "
+                         "(libopenmpi-dev)");
 #endif
 }
