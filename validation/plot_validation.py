@@ -8,10 +8,12 @@ The CSV has a header line whose fields are `name` or `name [unit]`, then one row
 measured size. Columns are found by name (order and extra columns do not matter); these are
 required: source, table, collective, nranks, size_bytes, measured_time_us, simulated_time_us,
 measured_busbw_GBps, simulated_busbw_GBps, time_error ((sim - meas) / meas) and band
-(<1MiB, 1-64MiB or >=64MiB).
+(<1MiB, 1-64MiB or >=64MiB); roofline_time_us, the line-rate roofline's time, is drawn where
+the CSV has it.
 
 The figure has one panel per (source, table), in order of first appearance: bus bandwidth
-against message size (measured as markers, simulated as a line) above a smaller panel with
+against message size (measured as markers, simulated as a line, the roofline's bus bandwidth
+as a dashed level) above a smaller panel with
 the relative time error in percent. Rows with a non-finite value are left out of the curve
 they belong to. The PNG is deterministic for a given CSV (fixed size per panel, fixed dpi,
 default style, no software tag) and is written under a temporary name, then renamed.
@@ -42,6 +44,8 @@ REQUIRED = (
     "time_error",
     "band",
 )
+# Read when present (CSVs of older builds lack it): the line-rate roofline's time.
+OPTIONAL = ("roofline_time_us",)
 TEXT_COLUMNS = ("source", "table", "collective", "band")
 BANDS = ("<1MiB", "1-64MiB", ">=64MiB")
 BAND_COLOURS = {"<1MiB": "#1b9e77", "1-64MiB": "#d95f02", ">=64MiB": "#7570b3"}
@@ -99,7 +103,7 @@ def read_rows(path):
     rows = []
     for n, line in enumerate(lines[1:], start=2):
         row = {}
-        for c in REQUIRED:
+        for c in REQUIRED + tuple(c for c in OPTIONAL if c in index):
             i = index[c]
             if i >= len(line):
                 raise InputError(f"{path}:{n}: the row has no '{c}' field")
@@ -173,6 +177,14 @@ def draw_panel(fig, spec, key, rows, show_source):
     if meas:
         ax.plot([x for x, _ in meas], [y for _, y in meas], "o", ms=4.5, mfc="none",
                 mec="black", mew=1.0, label="measured", zorder=3)
+    # The roofline's bus bandwidth, the same at every size: busbw x time / roofline time.
+    roof = [r["measured_busbw_GBps"] * r["measured_time_us"] / r["roofline_time_us"]
+            for r in rows if finite(r.get("roofline_time_us", math.nan))
+            and r["roofline_time_us"] > 0 and finite(r["measured_busbw_GBps"])
+            and r["measured_busbw_GBps"] > 0]
+    if roof and sizes:
+        ax.plot([min(sizes), max(sizes)], [roof[-1], roof[-1]], "--", color="0.45", lw=1.0,
+                label="line-rate roofline", zorder=1)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.grid(True, which="major", color="0.88", lw=0.6)
@@ -242,8 +254,8 @@ def plot(rows, out, title):
     n = len(panels)
     ncols = min(MAX_COLUMNS, n)
     nrows = math.ceil(n / ncols)
-    legend_ncol = 5 if ncols > 1 else 2
-    legend_rows = math.ceil(5 / legend_ncol)
+    legend_ncol = 6 if ncols > 1 else 2
+    legend_rows = math.ceil(6 / legend_ncol)
     top_in = LEGEND_IN + legend_rows * LEGEND_ROW_IN + PANEL_TITLE_IN
     width = ncols * PANEL_W_IN
     height = nrows * PANEL_H_IN + top_in + BOTTOM_IN
@@ -262,6 +274,7 @@ def plot(rows, out, title):
     handles = [
         Line2D([], [], ls="none", marker="o", mfc="none", mec="black", label="measured busbw"),
         Line2D([], [], color="C1", lw=1.6, marker=".", ms=3.5, label="simulated busbw"),
+        Line2D([], [], color="0.45", ls="--", lw=1.0, label="line-rate roofline"),
     ] + [
         Line2D([], [], ls="none", marker="o", ms=4, color=BAND_COLOURS[b],
                label=f"time error, {b}")

@@ -510,6 +510,7 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // the figures that page gives ("all six clusters, now": 16.8% under 1 MiB, 17.4% from 1 to
   // 64 MiB, 2.7% / 13.2% from 64 MiB) by more than half a point; from 64 MiB the median also
   // meets issue 8's target of 5%. A change that moves them updates that table and this test.
+  // From 64 MiB each table is also held against the line-rate roofline (below).
   struct Cluster {
     const char* scenario;
     const char* dataset;
@@ -525,6 +526,8 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   };
   const TempDir dir("cli-fidelity");
   std::map<std::string, std::vector<double>> bands;  // band -> |time error| of its rows
+  // Per table, from 64 MiB: |time error| of the simulation and of the line-rate roofline.
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> large;
   size_t rows = 0;
   for (const Cluster& c : clusters) {
     const std::string out = dir / c.scenario;
@@ -542,8 +545,12 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
       std::istringstream fields(line);
       for (std::string x; std::getline(fields, x, ',');)
         f.push_back(x);
-      ASSERT_GT(f.size(), 8u) << line;
+      ASSERT_GT(f.size(), 18u) << line;  // ..., roofline_error (19th)
       bands[f[5]].push_back(std::abs(std::stod(f[8])));
+      if (f[5] == ">=64MiB") {
+        large[f[1]].first.push_back(std::abs(std::stod(f[8])));
+        large[f[1]].second.push_back(std::abs(std::stod(f[18])));
+      }
       ++rows;
     }
   }
@@ -554,6 +561,19 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   EXPECT_LE(median(">=64MiB"), 0.05);
   EXPECT_LE(median(">=64MiB"), 0.027 + 0.005);
   EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.132 + 0.005);
+  // Issue 8: every table beats the line-rate roofline from 64 MiB (its median |time error| is
+  // below the roofline's). 14 of the 16 tables with such rows do; docs/validation.md names the
+  // two that do not (SHARP's 2 servers, 4.1% against 3.7%; gj-aion's forced rings, 6.3% against
+  // 4.5%), and no other may join them.
+  std::vector<std::string> behind;
+  for (const auto& [table, errors] : large) {
+    if (validation::percentile(errors.first, 0.5) >= validation::percentile(errors.second, 0.5)) {
+      behind.push_back(table);
+    }
+  }
+  EXPECT_EQ(large.size(), 16u);
+  EXPECT_THAT(behind,
+              testing::IsSubsetOf({"a100_2node_ib_sharp", "gjaion_2node_ring_minctas24_qps2"}));
 }
 
 TEST(CalibrateFit, AFitOnOneClusterCarriesOverToAnotherWithTheSameGpus) {

@@ -183,6 +183,41 @@ TEST(Validate, RowsSayWhereTheTunersEstimateAndTheSimulationDisagree) {
   EXPECT_TRUE(contains(format_report(r), "tuner's estimate"));
 }
 
+TEST(Validate, TheRooflineIsTheSizeOverTheLineRates) {
+  // AWS p4d: 8 A100 on NVLink (300 GB/s a GPU per direction, nominal) and 4 EFA NICs of 100
+  // Gb/s per server. The roofline's bus bandwidth B: one server, a GPU's NVLink, 300e9 B/s;
+  // both servers, the least of that and a server's NICs, 4 x 12.5e9 = 50e9 B/s; one GPU on
+  // each server, its NIC alone, 12.5e9 B/s (no NVLink crossed); one rank, none.
+  scenario::Overrides without_workloads;
+  without_workloads.skip_workloads = true;
+  const auto run = scenario::load_scenario(scenario_path(), without_workloads);
+  const fabric::Fabric& f = run->fabric;
+  const std::span<const fabric::NodeId> gpus = f.gpus();
+  EXPECT_NEAR(roofline_busbw(f, gpus.subspan(0, 8)), 300e9, 1);
+  EXPECT_NEAR(roofline_busbw(f, gpus.subspan(0, 16)), 50e9, 1);
+  const std::vector<fabric::NodeId> one_each = {gpus[0], gpus[8]};
+  EXPECT_NEAR(roofline_busbw(f, one_each), 12.5e9, 1);
+  EXPECT_EQ(roofline_busbw(f, gpus.subspan(0, 1)), 0);
+
+  // Each row: T = S x 2 (n - 1) / n / B, here 4 MiB x 1.875 / 50e9 = 157.286 us against the
+  // 110.9 measured, an error of +41.8%; the band summary holds the same errors.
+  const std::string dir = test::temp_dir("validate-roofline");
+  const std::string path = write_file(
+      dir, "rows.yaml",
+      "gpu: A100\ncollective: allreduce\ntables:\n- name: t\n  total_ranks: 16\n" + dataset_rows());
+  const ValidationReport r = validate(read_measured({path}), scenario_path(), {});
+  ASSERT_EQ(r.tables.size(), 1u);
+  const ComparedRow& c = r.tables[0].rows.at(0);
+  const double roof_us = 4194304.0 * 2 * 15 / 16 / 50e9 * 1e6;
+  EXPECT_NEAR(c.roofline_time_us, roof_us, 1e-6);
+  EXPECT_NEAR(c.roofline_error, (roof_us - 110.9) / 110.9, 1e-9);
+  ASSERT_FALSE(r.bands.empty());
+  const double roof2_us = 8388608.0 * 2 * 15 / 16 / 50e9 * 1e6;
+  EXPECT_NEAR(r.bands[0].median_abs_roofline_error,
+              ((roof_us - 110.9) / 110.9 + (roof2_us - 151.6) / 151.6) / 2, 1e-9);
+  EXPECT_TRUE(contains(format_report(r), "roofline"));
+}
+
 TEST(Validate, TablesAreChosenByNamePrefix) {
   // The AMD file holds three clusters; --tables aac8_ keeps the one-server MI300X table, which
   // the MI300X scenario then compares alone; a prefix no table has is an error naming it.

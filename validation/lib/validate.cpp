@@ -116,6 +116,7 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
     o.sizes.push_back(r.size_bytes);
   if (o.sizes.empty()) return out;
 
+  const double roof_busbw = roofline_busbw(run->fabric, ranks);  // bytes/s
   const nccl::NcclConfig cfg = apply_env(t, run->nccl, out);
   auto sweep = std::make_unique<nccl::NcclTestsWorkload>(
       "validate", nccl::OpRunner(run->fabric, ranks, cfg), o);
@@ -150,6 +151,14 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
     c.tuner_disagrees = !nccl::is_p2p(*collective) && c.nccl_model_us > 0 &&
                         c.simulated_time_us > 0 &&
                         std::abs(c.simulated_time_us / c.nccl_model_us - 1) > kTunerDisagreement;
+    // busbw = S / T x factor, so the roofline's T = S x factor / B.
+    c.roofline_time_us = roof_busbw > 0
+                             ? static_cast<double>(m.size_bytes) *
+                                   nccl::busbw_factor(*collective, out.nranks) / roof_busbw * 1e6
+                             : kNaN;
+    c.roofline_error = c.measured_time_us > 0 && roof_busbw > 0
+                           ? (c.roofline_time_us - c.measured_time_us) / c.measured_time_us
+                           : kNaN;
     out.rows.push_back(std::move(c));
   }
   return out;
@@ -177,16 +186,19 @@ void add_log(ValidationReport& report, const NcclTestsLog& log, const std::strin
 BandSummary summarise(std::string source, std::string table, std::string_view band,
                       const std::vector<const ComparedRow*>& rows) {
   BandSummary b{std::move(source), std::move(table), std::string(band)};
-  std::vector<double> t, bw;
+  std::vector<double> t, bw, roof;
   for (const ComparedRow* r : rows) {
     if (!std::isnan(r->time_error)) t.push_back(std::abs(r->time_error));
     if (!std::isnan(r->busbw_error)) bw.push_back(std::abs(r->busbw_error));
+    if (!std::isnan(r->roofline_error)) roof.push_back(std::abs(r->roofline_error));
   }
   b.rows = rows.size();
   b.median_abs_time_error = percentile(t, 0.5);
   b.p90_abs_time_error = percentile(t, 0.9);
   b.median_abs_busbw_error = bw.empty() ? kNaN : percentile(bw, 0.5);
   b.p90_abs_busbw_error = bw.empty() ? kNaN : percentile(bw, 0.9);
+  b.median_abs_roofline_error = roof.empty() ? kNaN : percentile(roof, 0.5);
+  b.p90_abs_roofline_error = roof.empty() ? kNaN : percentile(roof, 0.9);
   return b;
 }
 
@@ -220,6 +232,53 @@ std::string_view size_band(int64_t size_bytes) {
   if (size_bytes < (int64_t{1} << 20)) return kBands[0];
   if (size_bytes < (int64_t{64} << 20)) return kBands[1];
   return kBands[2];
+}
+
+double roofline_busbw(const fabric::Fabric& f, std::span<const fabric::NodeId> ranks) {
+  if (ranks.size() < 2) return 0;
+  // Per server: its ranks, and the NICs they send by.
+  std::map<uint32_t, std::vector<fabric::NodeId>> by_server;
+  for (const fabric::NodeId g : ranks)
+    by_server[f.node(g).server].push_back(g);
+  double bound = std::numeric_limits<double>::infinity();
+  for (const auto& [server, gpus] : by_server) {
+    if (gpus.size() > 1) {
+      for (const fabric::NodeId g : gpus) {
+        // The GPU's ports into its scale-up domain: the NVSwitch, or its peers (a mesh).
+        double scale_up = 0, widest = 0;
+        for (const fabric::LinkId l : f.out_links(g)) {
+          const fabric::Link& link = f.link(l);
+          const fabric::Node& to = f.node(link.dst);
+          const double rate = link.line_rate.bytes_per_second();
+          widest = std::max(widest, rate);
+          if (to.kind == fabric::NodeKind::Gpu || to.role == fabric::SwitchRole::NvSwitch) {
+            scale_up += rate;
+          }
+        }
+        // A server without a GPU interconnect joins its GPUs through PCIe: the GPU's own link.
+        bound = std::min(bound, scale_up > 0 ? scale_up : widest);
+      }
+    }
+    if (by_server.size() > 1) {
+      std::vector<fabric::NodeId> nics;
+      for (const fabric::NodeId g : gpus) {
+        for (uint32_t port = 0; port < f.server_of(g).nics_per_gpu(); ++port)
+          nics.push_back(f.nic_of_gpu(g, port));
+      }
+      std::sort(nics.begin(), nics.end());
+      nics.erase(std::unique(nics.begin(), nics.end()), nics.end());
+      double out = 0;
+      for (const fabric::NodeId n : nics) {
+        for (const fabric::LinkId l : f.out_links(n)) {
+          if (fabric::is_network_switch(f.node(f.link(l).dst))) {
+            out += f.link(l).line_rate.bytes_per_second();
+          }
+        }
+      }
+      bound = std::min(bound, out);
+    }
+  }
+  return std::isfinite(bound) ? bound : 0;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -345,7 +404,9 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
                be = rows.add_number("busbw_error"), algo = rows.add_text("algorithm"),
                proto = rows.add_text("protocol"), ch = rows.add_integer("channels"),
                model = rows.add_number("nccl_model_us", "us"),
-               disagree = rows.add_integer("tuner_disagrees");
+               disagree = rows.add_integer("tuner_disagrees"),
+               roof = rows.add_number("roofline_time_us", "us"),
+               roof_err = rows.add_number("roofline_error");
   for (const ComparedTable& t : r.tables) {
     for (const ComparedRow& c : t.rows) {
       rows.push(source, t.source);
@@ -365,17 +426,22 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
       rows.push(ch, int64_t{c.channels});
       rows.push(model, c.nccl_model_us);
       rows.push(disagree, int64_t{c.tuner_disagrees ? 1 : 0});
+      rows.push(roof, c.roofline_time_us);
+      rows.push(roof_err, c.roofline_error);
     }
   }
   metrics::Table bands("validation_bands",
                        "Median and 90th percentile of the absolute relative errors per size band "
-                       "(<1MiB, 1-64MiB, >=64MiB), per table and over all tables");
+                       "(<1MiB, 1-64MiB, >=64MiB), per table and over all tables, of the "
+                       "simulation and of the line-rate roofline");
   const size_t bs = bands.add_text("source"), bt = bands.add_text("table"),
                bb = bands.add_text("band"), bn = bands.add_integer("rows"),
                m1 = bands.add_number("median_abs_time_error"),
                p1 = bands.add_number("p90_abs_time_error"),
                m2 = bands.add_number("median_abs_busbw_error"),
-               p2 = bands.add_number("p90_abs_busbw_error");
+               p2 = bands.add_number("p90_abs_busbw_error"),
+               m3 = bands.add_number("median_abs_roofline_error"),
+               p3 = bands.add_number("p90_abs_roofline_error");
   for (const BandSummary& b : r.bands) {
     bands.push(bs, b.source);
     bands.push(bt, b.table);
@@ -385,6 +451,8 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
     bands.push(p1, b.p90_abs_time_error);
     bands.push(m2, b.median_abs_busbw_error);
     bands.push(p2, b.p90_abs_busbw_error);
+    bands.push(m3, b.median_abs_roofline_error);
+    bands.push(p3, b.p90_abs_roofline_error);
   }
   return {std::move(rows), std::move(bands)};
 }
@@ -431,14 +499,32 @@ std::string format_report(const ValidationReport& r) {
         "be the fastest the simulation runs\n\n",
         disagreements, all_rows, 100 * kTunerDisagreement);
   }
-  out += "Absolute relative errors per size band (median / 90th percentile):\n";
-  out += fmt::format("  {:<40s}  {:<8s}  {:>4s}  {:>15s}  {:>15s}\n", "table", "band", "rows",
-                     "time", "busbw");
+  out +=
+      "Absolute relative errors per size band (median / 90th percentile); roofline: the time "
+      "the ports' line rates give, size x busbw factor / bandwidth:\n";
+  out += fmt::format("  {:<40s}  {:<8s}  {:>4s}  {:>15s}  {:>15s}  {:>15s}\n", "table", "band",
+                     "rows", "time", "busbw", "roofline time");
+  std::vector<std::string> behind;  // tables the roofline matches or beats from 64 MiB
+  size_t compared = 0;
   for (const BandSummary& b : r.bands) {
     const std::string label = b.source == "all" ? "all tables" : b.table;
-    out += fmt::format("  {:<40s}  {:<8s}  {:4d}  {:>7s}/{:>7s}  {:>7s}/{:>7s}\n", label, b.band,
-                       b.rows, percent(b.median_abs_time_error), percent(b.p90_abs_time_error),
-                       percent(b.median_abs_busbw_error), percent(b.p90_abs_busbw_error));
+    out += fmt::format("  {:<40s}  {:<8s}  {:4d}  {:>7s}/{:>7s}  {:>7s}/{:>7s}  {:>7s}/{:>7s}\n",
+                       label, b.band, b.rows, percent(b.median_abs_time_error),
+                       percent(b.p90_abs_time_error), percent(b.median_abs_busbw_error),
+                       percent(b.p90_abs_busbw_error), percent(b.median_abs_roofline_error),
+                       percent(b.p90_abs_roofline_error));
+    if (b.source != "all" && b.band == kBands[2] && !std::isnan(b.median_abs_roofline_error)) {
+      ++compared;
+      if (b.median_abs_time_error >= b.median_abs_roofline_error) behind.push_back(b.table);
+    }
+  }
+  if (compared > 0) {
+    out += fmt::format(
+        "\nFrom 64 MiB the simulation's median error is below the roofline's on {} of {} "
+        "tables{}\n",
+        compared - behind.size(), compared, behind.empty() ? "" : "; not on:");
+    for (const std::string& t : behind)
+      out += "  " + t + "\n";
   }
   return out;
 }

@@ -14,9 +14,15 @@
 // printed value is rounded to 0.01 GB/s); the summary gives, per size band (under 1 MiB, 1 to 64
 // MiB, 64 MiB and over), the median and 90th percentile of their absolute values (percentiles
 // interpolate linearly between order statistics).
+//
+// Beside the simulation, every row is also predicted by the line-rate roofline that anyone
+// computes by hand: the size over the bus bandwidth the hardware's nominal line rates allow,
+// T = S x busbw_factor / B (roofline_busbw), no latency at all. The summary gives its errors
+// too, so that a table shows what the model adds over that arithmetic.
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +48,9 @@ struct ComparedRow {
   /// the simulation runs slower than another choice.
   double nccl_model_us = 0;
   bool tuner_disagrees = false;
+  /// The line-rate roofline's time and its error, (roofline - meas) / meas; NaN without a
+  /// roofline (one rank).
+  double roofline_time_us = 0, roofline_error = 0;
 };
 inline constexpr double kTunerDisagreement = 0.2;
 
@@ -60,6 +69,8 @@ struct BandSummary {
   size_t rows = 0;
   double median_abs_time_error = 0, p90_abs_time_error = 0;
   double median_abs_busbw_error = 0, p90_abs_busbw_error = 0;  // over rows with a busbw
+  /// The line-rate roofline's |time error| over the same rows (NaN: no roofline).
+  double median_abs_roofline_error = 0, p90_abs_roofline_error = 0;
 };
 
 struct ValidationReport {
@@ -110,6 +121,16 @@ ValidationReport validate_files(const std::vector<std::string>& files,
                                 const std::string& scenario_path,
                                 const scenario::Overrides& overrides, const TableNames& names = {},
                                 const TableProgress& progress = {});
+
+/// The bus bandwidth (bytes/s) of the line-rate roofline for a communicator of `ranks` (GPU
+/// nodes), from the nominal line rates of the fabric's ports: on one server a GPU's scale-up
+/// ports (its NVLink to the NVSwitch, its xGMI links to its peers, or its PCIe link where the
+/// server has no GPU interconnect), which every bus byte crosses; across servers also what
+/// the NICs of a server's ranks carry to the network together (NCCL's rings and trees move
+/// busbw bytes per second through each server's NICs), the least of both; a server holding
+/// one rank adds no scale-up bound. The smallest over the communicator's GPUs and servers; 0
+/// for a single rank (a copy in its own memory: no roofline).
+double roofline_busbw(const fabric::Fabric& f, std::span<const fabric::NodeId> ranks);
 
 /// Percentile p in [0, 1] of `values` (linear interpolation; 0 for none).
 double percentile(std::vector<double> values, double p);
