@@ -1,6 +1,8 @@
 #include "sim/network/maxmin_network.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace rocesim::network {
 namespace {
@@ -60,24 +62,98 @@ FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
   return f;
 }
 
-Time MaxMinNetwork::next_event() {
-  while (!ends_.empty()) {
-    const Pending& p = ends_.top();
-    const FlowState& s = state_[p.flow];
-    if (s.live && s.version == p.version) return Time::ps(p.end_ps);
-    ends_.pop();
+void MaxMinNetwork::EndQueue::push(int64_t end_ps, Pending p) {
+  if (end_ps != open_end_) {
+    // A new time: the end alone on the heap.
+    times_.push({end_ps, p.flow, p.version});
+    open_end_ = end_ps;
+    open_group_ = kNoGroup;
+    return;
   }
-  return Time::infinity();
+  if (open_group_ == kNoGroup) {
+    // A second end at the same time: the ends from here on share a group.
+    if (free_.empty()) {
+      open_group_ = static_cast<uint32_t>(groups_.size());
+      groups_.emplace_back();
+    } else {
+      open_group_ = free_.back();
+      free_.pop_back();
+    }
+    times_.push({end_ps, kGroup, open_group_});
+  }
+  groups_[open_group_].push_back(p);
+}
+
+void MaxMinNetwork::EndQueue::pop_top() {
+  const Key& k = times_.top();
+  // The next push at this time starts afresh (several entries of one time are merged anyway).
+  if (k.end_ps == open_end_) open_end_ = -1;
+  if (k.flow == kGroup) {
+    groups_[k.value].clear();
+    free_.push_back(k.value);
+  }
+  times_.pop();
+}
+
+int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
+  const auto current = [&](const Pending& p) {
+    return state[p.flow].live && state[p.flow].version == p.version;
+  };
+  while (!times_.empty()) {
+    const Key& k = times_.top();
+    if (k.flow != kGroup) {
+      if (current({k.flow, k.value})) return k.end_ps;
+    } else {
+      std::vector<Pending>& g = groups_[k.value];
+      while (!g.empty() && !current(g.back()))
+        g.pop_back();
+      if (!g.empty()) return k.end_ps;
+    }
+    pop_top();
+  }
+  return std::numeric_limits<int64_t>::max();
+}
+
+void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& state,
+                                   std::vector<Pending>& out) {
+  const size_t first = out.size();
+  bool ordered = true;
+  const auto add = [&](const Pending& p) {
+    if (!state[p.flow].live || state[p.flow].version != p.version) return;  // stale
+    ordered = ordered && (out.size() == first || out.back().flow < p.flow);
+    out.push_back(p);
+  };
+  while (!times_.empty() && times_.top().end_ps == t) {
+    const Key& k = times_.top();
+    if (k.flow != kGroup) {
+      add({k.flow, k.value});
+    } else {
+      for (const Pending& p : groups_[k.value])
+        add(p);
+    }
+    pop_top();
+  }
+  if (!ordered) {
+    std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+              [](const Pending& a, const Pending& b) { return a.flow < b.flow; });
+  }
+}
+
+Time MaxMinNetwork::next_event() {
+  const int64_t end = ends_.next(state_);
+  return end == std::numeric_limits<int64_t>::max() ? Time::infinity() : Time::ps(end);
 }
 
 void MaxMinNetwork::advance(Time t, std::vector<Completion>& finished) {
   finished.clear();
-  while (!ends_.empty() && ends_.top().end_ps <= t.count_ps()) {
-    const Pending p = ends_.top();
-    ends_.pop();
+  const int64_t now = t.count_ps();
+  ROCESIM_CHECK(ends_.next(state_) >= now, "the network was advanced past a flow's end");
+  // The flows that end now, in flow order (the order of their callbacks and of their removal
+  // from the solver, whatever order their groups were pushed in).
+  due_.clear();
+  ends_.take(now, state_, due_);
+  for (const Pending& p : due_) {
     FlowState& s = state_[p.flow];
-    if (!s.live || s.version != p.version) continue;
-    ROCESIM_CHECK(p.end_ps == t.count_ps(), "the network was advanced past a flow's end");
     s.live = false;
     s.remaining = 0;
     solver_.remove(p.flow);
@@ -95,7 +171,7 @@ void MaxMinNetwork::commit(Time now) {
     ++s.version;
     if (s.rate <= 0) continue;  // on a link that is down: no end until it moves or comes back
     const Time end = now + transfer_time(s.remaining, s.rate);
-    ends_.push({end.count_ps(), f, s.version});
+    ends_.push(end.count_ps(), {f, s.version});
   }
 }
 

@@ -2,6 +2,9 @@
 // Rates are piecewise constant between events. Each flow keeps the bytes it had left when its
 // rate last changed, so advancing time touches only the flows whose rate changes; the predicted
 // end of each flow sits in a heap, and a rate change re-keys it (stale entries are skipped).
+// The heap holds groups of ends at one instant rather than single ends: flows that start
+// together with equal rates and sizes (a collective's step, an all-to-all's pairs) end at the
+// same picosecond, and one heap entry then serves them all.
 //
 // Semantics, as in SimGrid's max-min model with zero link latency plus the path latency added
 // once (the reference of bench/reference.py): a flow shares bandwidth
@@ -49,19 +52,46 @@ class MaxMinNetwork final : public NetworkModel {
     uint32_t version = 0;  // bumps when the predicted end moves
     bool live = false;
   };
-  struct Pending {
-    int64_t end_ps;
+  struct Pending {  // a predicted end, current while `version` is the flow's
     FlowHandle flow;
     uint32_t version;
-    bool operator>(const Pending& o) const {
-      return end_ps > o.end_ps || (end_ps == o.end_ps && flow > o.flow);
-    }
   };
+  /// Predicted ends by instant: a min-heap of times, each entry one end or a group of ends
+  /// pushed at that time one after another (a commit's flows of equal end after the first
+  /// share a group; one time may have several entries, merged when it comes). Groups are
+  /// recycled with their capacity.
+  class EndQueue {
+   public:
+    void push(int64_t end_ps, Pending p);
+    /// The earliest time with a current end (dropping stale ones on the way), or INT64_MAX.
+    int64_t next(const std::vector<FlowState>& state);
+    /// Appends the current ends at time `t` (the earliest) to `out`, in flow order, and drops
+    /// every end at `t`.
+    void take(int64_t t, const std::vector<FlowState>& state, std::vector<Pending>& out);
 
+   private:
+    static constexpr FlowHandle kGroup = ~FlowHandle{0};
+    static constexpr uint32_t kNoGroup = ~uint32_t{0};
+    struct Key {
+      int64_t end_ps;
+      FlowHandle flow;  // kGroup: `value` is a group's index; else the end's flow
+      uint32_t value;   // the end's version, or the group
+      bool operator>(const Key& o) const {
+        return end_ps > o.end_ps || (end_ps == o.end_ps && flow > o.flow);
+      }
+    };
+    void pop_top();
+    std::priority_queue<Key, std::vector<Key>, std::greater<>> times_;
+    std::vector<std::vector<Pending>> groups_;
+    std::vector<uint32_t> free_;
+    int64_t open_end_ = -1;           // the time of the last push, while its entry is on the heap
+    uint32_t open_group_ = kNoGroup;  // the group it went to (kNoGroup: a single end)
+  };
   const fabric::Fabric& fabric_;
   MaxMinSolver solver_;
   std::vector<FlowState> state_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> ends_;
+  EndQueue ends_;
+  std::vector<Pending> due_;  // scratch of advance()
   std::vector<MaxMinSolver::FlowSlot> changed_;
   std::vector<double> merge_scratch_;
   std::vector<fabric::LinkId> links_;
