@@ -2,9 +2,9 @@
 // Rates are piecewise constant between events. Each flow keeps the bytes it had left when its
 // rate last changed, so advancing time touches only the flows whose rate changes; the predicted
 // end of each flow sits in a heap, and a rate change re-keys it (stale entries are skipped).
-// The heap holds groups of ends at one instant rather than single ends: flows that start
-// together with equal rates and sizes (a collective's step, an all-to-all's pairs) end at the
-// same picosecond, and one heap entry then serves them all.
+// A heap entry holds one end or a group of ends at one instant: flows that start together with
+// equal rates and sizes (the ranks of a collective's step) end at the same picosecond, and one
+// entry then serves them all.
 //
 // Semantics, as in SimGrid's max-min model with zero link latency plus the path latency added
 // once (the reference of bench/reference.py): a flow shares bandwidth
