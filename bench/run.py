@@ -77,6 +77,7 @@ def micro(report):
 def scale(report, runs, quick):
     cases = [("ring_allreduce_1024", "1 GiB ring AllReduce, 1,024 GPUs"),
              ("ring_allreduce_4096", "1 GiB ring AllReduce, 4,096 GPUs"),
+             ("ring_allreduce_8192", "1 GiB ring AllReduce, 8,192 GPUs (target < 10 s)"),
              ("rings_32768", "one step of 4,096 8-rank rings, 32,768 GPUs"),
              ("zero3_70b_32768", "one ZeRO-3 step of Llama 3 70B, 32,768 GPUs")]
     if quick:
