@@ -218,6 +218,30 @@ TEST(Validate, TheRooflineIsTheSizeOverTheLineRates) {
   EXPECT_TRUE(contains(format_report(r), "roofline"));
 }
 
+TEST(Validate, ARowSlowerThanTheNextSizeIsFlaggedUnlessNcclsModelSaysSo) {
+  // AWS EFA: NCCL 2.8.3's model takes Ring/LL at 64 KiB (42.7 us) and Tree/LL128 at 128 KiB
+  // (49.5 us); the simulation charges the ring EFA's 75 us on each of its four network steps
+  // (373 us) and the tree two (194 us). Only that row is flagged: every other row is faster
+  // than the next.
+  const ValidationReport r = validate(
+      read_measured(
+          {test::source_path("validation/data/measured/aws_p4d_efa_a100_2node_allreduce.yaml")}),
+      scenario_path(), {});
+  ASSERT_EQ(r.tables.size(), 1u);
+  std::vector<int64_t> flagged;
+  const std::vector<ComparedRow>& rows = r.tables[0].rows;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].slower_than_next) continue;
+    flagged.push_back(rows[i].size_bytes);
+    ASSERT_LT(i + 1, rows.size());
+    EXPECT_GT(rows[i].simulated_time_us, rows[i + 1].simulated_time_us);
+    EXPECT_LE(rows[i].nccl_model_us, rows[i + 1].nccl_model_us);
+  }
+  EXPECT_EQ(flagged, std::vector<int64_t>{65536});
+  EXPECT_FALSE(rows.back().slower_than_next);
+  EXPECT_TRUE(contains(format_report(r), "a100_p4d_2node_efa: 65536 B")) << format_report(r);
+}
+
 TEST(Validate, TablesAreChosenByNamePrefix) {
   // The AMD file holds three clusters; --tables aac8_ keeps the one-server MI300X table, which
   // the MI300X scenario then compares alone; a prefix no table has is an error naming it.

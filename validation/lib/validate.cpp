@@ -161,6 +161,16 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
                            : kNaN;
     out.rows.push_back(std::move(c));
   }
+  // A row that takes longer than the next, larger one, unless NCCL's model says so too (with
+  // no estimate, as for RCCL's MSCCL, nothing says so).
+  for (size_t i = 0; i + 1 < out.rows.size(); ++i) {
+    ComparedRow& a = out.rows[i];
+    const ComparedRow& b = out.rows[i + 1];
+    const bool model_says_so =
+        a.nccl_model_us > 0 && b.nccl_model_us > 0 && a.nccl_model_us > b.nccl_model_us;
+    a.slower_than_next =
+        b.size_bytes > a.size_bytes && a.simulated_time_us > b.simulated_time_us && !model_says_so;
+  }
   return out;
 }
 
@@ -406,7 +416,8 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
                model = rows.add_number("nccl_model_us", "us"),
                disagree = rows.add_integer("tuner_disagrees"),
                roof = rows.add_number("roofline_time_us", "us"),
-               roof_err = rows.add_number("roofline_error");
+               roof_err = rows.add_number("roofline_error"),
+               slower = rows.add_integer("slower_than_next");
   for (const ComparedTable& t : r.tables) {
     for (const ComparedRow& c : t.rows) {
       rows.push(source, t.source);
@@ -428,6 +439,7 @@ std::vector<metrics::Table> report_tables(const ValidationReport& r) {
       rows.push(disagree, int64_t{c.tuner_disagrees ? 1 : 0});
       rows.push(roof, c.roofline_time_us);
       rows.push(roof_err, c.roofline_error);
+      rows.push(slower, int64_t{c.slower_than_next ? 1 : 0});
     }
   }
   metrics::Table bands("validation_bands",
@@ -478,19 +490,31 @@ std::string format_report(const ValidationReport& r) {
                        "bw err", "sim algorithm");
     for (const ComparedRow& c : t.rows) {
       out += fmt::format(
-          "  {:12d}  {:10.2f}  {:10.2f}  {:>8s}  {:9.2f}  {:9.2f}  {:>8s}  {}/{}{}\n", c.size_bytes,
-          c.measured_time_us, c.simulated_time_us, percent(c.time_error), c.measured_busbw,
-          c.simulated_busbw, percent(c.busbw_error), c.algorithm, c.protocol,
-          c.tuner_disagrees ? fmt::format("  (tuner's estimate {:.1f} us)", c.nccl_model_us) : "");
+          "  {:12d}  {:10.2f}  {:10.2f}  {:>8s}  {:9.2f}  {:9.2f}  {:>8s}  {}/{}{}{}\n",
+          c.size_bytes, c.measured_time_us, c.simulated_time_us, percent(c.time_error),
+          c.measured_busbw, c.simulated_busbw, percent(c.busbw_error), c.algorithm, c.protocol,
+          c.tuner_disagrees ? fmt::format("  (tuner's estimate {:.1f} us)", c.nccl_model_us) : "",
+          c.slower_than_next ? "  (slower than the next size)" : "");
     }
     out += "\n";
   }
   size_t disagreements = 0, all_rows = 0;
+  std::vector<std::string> slower;  // "table: size"
   for (const ComparedTable& t : r.tables) {
     for (const ComparedRow& c : t.rows) {
       all_rows += 1;
       disagreements += c.tuner_disagrees ? 1 : 0;
+      if (c.slower_than_next) slower.push_back(fmt::format("{}: {} B", t.table, c.size_bytes));
     }
+  }
+  if (!slower.empty()) {
+    out += fmt::format(
+        "{} row{} simulated slower than the next larger size of {} table, which NCCL's own "
+        "estimates do not say:\n",
+        slower.size(), slower.size() == 1 ? "" : "s", slower.size() == 1 ? "its" : "their");
+    for (const std::string& s : slower)
+      out += "  " + s + "\n";
+    out += "\n";
   }
   if (disagreements > 0) {
     out += fmt::format(

@@ -51,6 +51,10 @@ struct ComparedRow {
   /// The line-rate roofline's time and its error, (roofline - meas) / meas; NaN without a
   /// roofline (one rank).
   double roofline_time_us = 0, roofline_error = 0;
+  /// Simulated slower than the table's next row, of a larger size, where NCCL's own estimates
+  /// of the two do not say so (issue 8's monotonicity: a size may take longer than the next
+  /// only as NCCL's model has it).
+  bool slower_than_next = false;
 };
 inline constexpr double kTunerDisagreement = 0.2;
 
