@@ -62,56 +62,55 @@ FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
   return f;
 }
 
-void MaxMinNetwork::EndQueue::push(int64_t end_ps, Pending p) {
-  if (end_ps != open_end_) {
-    // A new time: the end alone on the heap.
-    times_.push({end_ps, p.flow, p.version});
-    open_end_ = end_ps;
-    open_group_ = kNoGroup;
-    return;
+void MaxMinNetwork::EndQueue::Lane::push(const Entry& e) {
+  if (count == slots.size()) {
+    std::vector<Entry> bigger(2 * slots.size());
+    for (size_t i = 0; i < count; ++i)
+      bigger[i] = slots[(head + i) & (slots.size() - 1)];
+    slots.swap(bigger);
+    head = 0;
   }
-  if (open_group_ == kNoGroup) {
-    // A second end at the same time: the ends from here on share a group.
-    if (free_.empty()) {
-      open_group_ = static_cast<uint32_t>(groups_.size());
-      groups_.emplace_back();
-    } else {
-      open_group_ = free_.back();
-      free_.pop_back();
-    }
-    times_.push({end_ps, kGroup, open_group_});
-  }
-  groups_[open_group_].push_back(p);
+  slots[(head + count++) & (slots.size() - 1)] = e;
 }
 
-void MaxMinNetwork::EndQueue::pop_top() {
-  const Key& k = times_.top();
-  // The next push at this time starts afresh (several entries of one time are merged anyway).
-  if (k.end_ps == open_end_) open_end_ = -1;
-  if (k.flow == kGroup) {
-    groups_[k.value].clear();
-    free_.push_back(k.value);
+void MaxMinNetwork::EndQueue::push(int64_t now_ps, int64_t end_ps, Pending p) {
+  const int64_t duration = end_ps - now_ps;
+  if (lanes_[last_].duration == duration) {  // most often the lane of the push before
+    lanes_[last_].push({end_ps, p});
+    return;
   }
-  times_.pop();
+  Lane* free = nullptr;
+  for (Lane& l : lanes_) {
+    if (l.duration == duration) {
+      l.push({end_ps, p});
+      last_ = static_cast<size_t>(&l - lanes_.data());
+      return;
+    }
+    if (free == nullptr && l.count == 0) free = &l;
+  }
+  if (free != nullptr) {
+    free->duration = duration;
+    free->push({end_ps, p});
+    last_ = static_cast<size_t>(free - lanes_.data());
+  } else {
+    heap_.push({end_ps, p});
+  }
 }
 
 int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
-  const auto current = [&](const Pending& p) {
-    return state[p.flow].live && state[p.flow].version == p.version;
+  const auto stale = [&](const Pending& p) {
+    return !state[p.flow].live || state[p.flow].version != p.version;
   };
-  while (!times_.empty()) {
-    const Key& k = times_.top();
-    if (k.flow != kGroup) {
-      if (current({k.flow, k.value})) return k.end_ps;
-    } else {
-      std::vector<Pending>& g = groups_[k.value];
-      while (!g.empty() && !current(g.back()))
-        g.pop_back();
-      if (!g.empty()) return k.end_ps;
-    }
-    pop_top();
+  int64_t best = std::numeric_limits<int64_t>::max();
+  for (Lane& l : lanes_) {
+    while (l.count > 0 && stale(l.front().p))
+      l.pop();
+    if (l.count > 0) best = std::min(best, l.front().end_ps);
   }
-  return std::numeric_limits<int64_t>::max();
+  while (!heap_.empty() && stale(heap_.top().p))
+    heap_.pop();
+  if (!heap_.empty()) best = std::min(best, heap_.top().end_ps);
+  return best;
 }
 
 void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& state,
@@ -123,15 +122,15 @@ void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& stat
     ordered = ordered && (out.size() == first || out.back().flow < p.flow);
     out.push_back(p);
   };
-  while (!times_.empty() && times_.top().end_ps == t) {
-    const Key& k = times_.top();
-    if (k.flow != kGroup) {
-      add({k.flow, k.value});
-    } else {
-      for (const Pending& p : groups_[k.value])
-        add(p);
+  for (Lane& l : lanes_) {
+    while (l.count > 0 && l.front().end_ps == t) {
+      add(l.front().p);
+      l.pop();
     }
-    pop_top();
+  }
+  while (!heap_.empty() && heap_.top().end_ps == t) {
+    add(heap_.top().p);
+    heap_.pop();
   }
   if (!ordered) {
     std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
@@ -171,7 +170,7 @@ void MaxMinNetwork::commit(Time now) {
     ++s.version;
     if (s.rate <= 0) continue;  // on a link that is down: no end until it moves or comes back
     const Time end = now + transfer_time(s.remaining, s.rate);
-    ends_.push(end.count_ps(), {f, s.version});
+    ends_.push(now.count_ps(), end.count_ps(), {f, s.version});
   }
 }
 

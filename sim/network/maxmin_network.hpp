@@ -2,9 +2,8 @@
 // Rates are piecewise constant between events. Each flow keeps the bytes it had left when its
 // rate last changed, so advancing time touches only the flows whose rate changes; the predicted
 // end of each flow sits in a heap, and a rate change re-keys it (stale entries are skipped).
-// A heap entry holds one end or a group of ends at one instant: flows that start together with
-// equal rates and sizes (the ranks of a collective's step) end at the same picosecond, and one
-// entry then serves them all.
+// The ends of flows that take the same time from their last rate change (the ranks of a
+// collective's steps) are kept in a FIFO per duration rather than in the heap.
 //
 // Semantics, as in SimGrid's max-min model with zero link latency plus the path latency added
 // once (the reference of bench/reference.py): a flow shares bandwidth
@@ -56,13 +55,14 @@ class MaxMinNetwork final : public NetworkModel {
     FlowHandle flow;
     uint32_t version;
   };
-  /// Predicted ends by instant: a min-heap of times, each entry one end or a group of ends
-  /// pushed at that time one after another (a commit's flows of equal end after the first
-  /// share a group; one time may have several entries, merged when it comes). Groups are
-  /// recycled with their capacity.
+  /// Predicted ends, earliest first. A flow's end is `now + duration`, and many flows share a
+  /// duration (the steps of a collective, each rank's flow as long as the last): the ends of one
+  /// duration are pushed in time order, since `now` never goes back, so a FIFO per duration (a
+  /// lane, as for deliveries) keeps them sorted at O(1) a push and a pop. A few lanes serve the
+  /// durations in use; the ends of other durations go to a heap.
   class EndQueue {
    public:
-    void push(int64_t end_ps, Pending p);
+    void push(int64_t now_ps, int64_t end_ps, Pending p);
     /// The earliest time with a current end (dropping stale ones on the way), or INT64_MAX.
     int64_t next(const std::vector<FlowState>& state);
     /// Appends the current ends at time `t` (the earliest) to `out`, in flow order, and drops
@@ -70,22 +70,28 @@ class MaxMinNetwork final : public NetworkModel {
     void take(int64_t t, const std::vector<FlowState>& state, std::vector<Pending>& out);
 
    private:
-    static constexpr FlowHandle kGroup = ~FlowHandle{0};
-    static constexpr uint32_t kNoGroup = ~uint32_t{0};
-    struct Key {
+    struct Entry {
       int64_t end_ps;
-      FlowHandle flow;  // kGroup: `value` is a group's index; else the end's flow
-      uint32_t value;   // the end's version, or the group
-      bool operator>(const Key& o) const {
-        return end_ps > o.end_ps || (end_ps == o.end_ps && flow > o.flow);
+      Pending p;
+      bool operator>(const Entry& o) const {
+        return end_ps > o.end_ps || (end_ps == o.end_ps && p.flow > o.p.flow);
       }
     };
-    void pop_top();
-    std::priority_queue<Key, std::vector<Key>, std::greater<>> times_;
-    std::vector<std::vector<Pending>> groups_;
-    std::vector<uint32_t> free_;
-    int64_t open_end_ = -1;           // the time of the last push, while its entry is on the heap
-    uint32_t open_group_ = kNoGroup;  // the group it went to (kNoGroup: a single end)
+    struct Lane {  // a circular buffer of the ends of one duration, in time order
+      int64_t duration = -1;
+      std::vector<Entry> slots = std::vector<Entry>(64);
+      size_t head = 0, count = 0;
+      const Entry& front() const { return slots[head]; }
+      void pop() {
+        head = (head + 1) & (slots.size() - 1);
+        --count;
+      }
+      void push(const Entry& e);
+    };
+    static constexpr size_t kLanes = 8;
+    std::vector<Lane> lanes_ = std::vector<Lane>(kLanes);
+    size_t last_ = 0;  // the lane of the last push
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
   };
   const fabric::Fabric& fabric_;
   MaxMinSolver solver_;
