@@ -178,12 +178,12 @@ def draw_panel(fig, spec, key, rows, show_source):
         ax.plot([x for x, _ in meas], [y for _, y in meas], "o", ms=4.5, mfc="none",
                 mec="black", mew=1.0, label="measured", zorder=3)
     # The roofline's bus bandwidth, the same at every size: busbw x time / roofline time.
-    roof = [r["measured_busbw_GBps"] * r["measured_time_us"] / r["roofline_time_us"]
-            for r in rows if finite(r.get("roofline_time_us", math.nan))
-            and r["roofline_time_us"] > 0 and finite(r["measured_busbw_GBps"])
-            and r["measured_busbw_GBps"] > 0]
-    if roof and sizes:
-        ax.plot([min(sizes), max(sizes)], [roof[-1], roof[-1]], "--", color="0.45", lw=1.0,
+    roof = next((r["measured_busbw_GBps"] * r["measured_time_us"] / r["roofline_time_us"]
+                 for r in rows if finite(r.get("roofline_time_us", math.nan))
+                 and r["roofline_time_us"] > 0 and finite(r["measured_busbw_GBps"])
+                 and r["measured_busbw_GBps"] > 0), None)
+    if roof is not None and sizes:
+        ax.plot([min(sizes), max(sizes)], [roof, roof], "--", color="0.45", lw=1.0,
                 label="line-rate roofline", zorder=1)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("bus bandwidth (GB/s)")

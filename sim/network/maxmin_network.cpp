@@ -115,20 +115,28 @@ int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
 
 void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& state,
                                    std::vector<Pending>& out) {
+  const auto current = [&](const Pending& p) {
+    return state[p.flow].live && state[p.flow].version == p.version;
+  };
   const size_t first = out.size();
   bool ordered = true;
   const auto add = [&](const Pending& p) {
-    if (!state[p.flow].live || state[p.flow].version != p.version) return;  // stale
+    if (!current(p)) return;  // stale
     ordered = ordered && (out.size() == first || out.back().flow < p.flow);
     out.push_back(p);
   };
+  // Ends before `t` can only be stale: the network is never advanced past a current end.
+  const auto due = [&](const Entry& e) {
+    ROCESIM_CHECK(e.end_ps >= t || !current(e.p), "the network was advanced past a flow's end");
+    return e.end_ps <= t;
+  };
   for (Lane& l : lanes_) {
-    while (l.count > 0 && l.front().end_ps == t) {
+    while (l.count > 0 && due(l.front())) {
       add(l.front().p);
       l.pop();
     }
   }
-  while (!heap_.empty() && heap_.top().end_ps == t) {
+  while (!heap_.empty() && due(heap_.top())) {
     add(heap_.top().p);
     heap_.pop();
   }
@@ -146,7 +154,6 @@ Time MaxMinNetwork::next_event() {
 void MaxMinNetwork::advance(Time t, std::vector<Completion>& finished) {
   finished.clear();
   const int64_t now = t.count_ps();
-  ROCESIM_CHECK(ends_.next(state_) >= now, "the network was advanced past a flow's end");
   // The flows that end now, in flow order (the order of their callbacks and of their removal
   // from the solver, whatever order their groups were pushed in).
   due_.clear();

@@ -65,8 +65,8 @@ class MaxMinNetwork final : public NetworkModel {
     void push(int64_t now_ps, int64_t end_ps, Pending p);
     /// The earliest time with a current end (dropping stale ones on the way), or INT64_MAX.
     int64_t next(const std::vector<FlowState>& state);
-    /// Appends the current ends at time `t` (the earliest) to `out`, in flow order, and drops
-    /// every end at `t`.
+    /// Appends the current ends at time `t` (the earliest current one) to `out`, in flow order,
+    /// and drops every end up to `t`.
     void take(int64_t t, const std::vector<FlowState>& state, std::vector<Pending>& out);
 
    private:

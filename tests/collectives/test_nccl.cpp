@@ -1009,6 +1009,16 @@ TuningInput hgx_input(int nodes, double bw, bool nvls = false) {
   return in;
 }
 
+/// 2 nodes x 8 A100 behind an NVSwitch, NCCL's graph of 4 channels at 24 GB/s, CollNet on.
+TuningInput a100_collnet_input() {
+  TuningInput in = hgx_input(2, 24);
+  in.graph_channels = 4;
+  in.arch = fabric::GpuArch::Ampere;
+  in.collnet = true;
+  in.nvswitch = true;
+  return in;
+}
+
 TEST(NcclTuning, CollNetDirectAndChainAsTuningCcModelsThem) {
   // 2 nodes x 8 A100 behind an NVSwitch, 4 NICs (NCCL's graph: 4 channels at 24 GB/s), CollNet
   // enabled, Simple ("newest"; 2.20.3 has the same rows):
@@ -1018,11 +1028,7 @@ TEST(NcclTuning, CollNetDirectAndChainAsTuningCcModelsThem) {
   //  * CollNetChain: bus 96, algbw 48; latency 2 x 7 x 2.8 + 30 = 69.2 us.
   // 1 MB: Direct (44 + 31.25 us) over Chain (69.2 + 20.83); 1 GB: Chain. Direct needs the
   // NVSwitch; neither runs with more than 8 GPUs a node, nor with LL.
-  TuningInput in = hgx_input(2, 24);
-  in.graph_channels = 4;
-  in.arch = fabric::GpuArch::Ampere;
-  in.collnet = true;
-  in.nvswitch = true;
+  TuningInput in = a100_collnet_input();
   const TuningTables& t = tuning_tables("newest");
   const double mb = 1e6, gb = 1e9;
   EXPECT_NEAR(model_time_us(t, in, Algorithm::CollNetDirect, Protocol::Simple, mb),
@@ -1059,11 +1065,7 @@ TEST(NcclTuning, Nccl28AsItsTuningCcModelsIt) {
   //  * Ring/Simple: 2 (nodes - 1) = 2 network steps: 8.4 + 28 x 3.4 + 2 x 9.6 = 122.8 us, x 1.9
   //    from nRanks / 16 x 64 KiB = 64 KiB (the plateau); algbw 96 x 16 / 30 = 51.2 GB/s.
   //  * An A100's bus bandwidth at most 235 GB/s: 16 channels x 24 = 384 -> 235.
-  TuningInput in = hgx_input(2, 24);
-  in.graph_channels = 4;
-  in.arch = fabric::GpuArch::Ampere;
-  in.collnet = true;
-  in.nvswitch = true;
+  TuningInput in = a100_collnet_input();
   in.latency_inter_us = 75;
   in.net_overhead_us = 1;
   const TuningTables& t = tuning_tables("2.8.3");
