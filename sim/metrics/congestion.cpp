@@ -31,6 +31,7 @@ void CongestionRecorder::seen() {
   links_.resize(fabric_.link_count());
   paused_since_.assign(fabric_.link_count(), Time::infinity());
   depth_.resize(fabric_.link_count());
+  queue_at_.assign(fabric_.link_count(), nullptr);
 }
 
 void CongestionRecorder::on_queue(fabric::LinkId link, network::TrafficClass c, Time t,
@@ -41,8 +42,9 @@ void CongestionRecorder::on_queue(fabric::LinkId link, network::TrafficClass c, 
   for (const double d : depth_[link])
     depth += d;
   links_[link].max_queue = std::max(links_[link].max_queue, depth);
-  auto it = queue_series_.try_emplace(link).first;
-  it->second.add(t, depth);
+  Series*& series = queue_at_[link];
+  if (series == nullptr) series = &queue_series_.try_emplace(link).first->second;
+  series->add(t, depth);
 }
 
 void CongestionRecorder::on_pause(fabric::LinkId link, network::TrafficClass, Time t, bool paused) {
@@ -64,6 +66,7 @@ void CongestionRecorder::on_ecn(fabric::LinkId link, network::QpId, Time, double
 void CongestionRecorder::on_cnp(network::QpId qp, Time, double cnps) {
   seen();
   cnps_ += cnps;
+  if (qp >= cnps_by_qp_.size()) cnps_by_qp_.resize(qp + 1, 0.0);
   cnps_by_qp_[qp] += cnps;
 }
 
@@ -74,12 +77,17 @@ void CongestionRecorder::on_drop(fabric::LinkId link, network::TrafficClass, Tim
 
 void CongestionRecorder::on_rate(network::QpId qp, Time t, double bytes_per_second) {
   seen();
-  auto it = rate_series_.find(qp);
-  if (it == rate_series_.end()) {
-    if (rate_series_.size() >= qp_series_) return;
-    it = rate_series_.try_emplace(qp).first;
+  if (qp >= rate_at_.size()) rate_at_.resize(qp + 1, nullptr);
+  Series*& series = rate_at_[qp];
+  if (series == &refused_) return;
+  if (series == nullptr) {
+    if (rate_series_.size() >= qp_series_) {
+      series = &refused_;
+      return;
+    }
+    series = &rate_series_.try_emplace(qp).first->second;
   }
-  it->second.add(t, bytes_per_second);
+  series->add(t, bytes_per_second);
 }
 
 void CongestionRecorder::finalize(Time end) {

@@ -75,7 +75,8 @@ class CongestionRecorder final : public network::NetworkObserver {
   const std::vector<LinkCongestion>& links() const { return links_; }
   const std::vector<TierCongestion>& tiers() const { return tiers_; }
   double cnps() const { return cnps_; }
-  const std::map<network::QpId, double>& cnps_by_qp() const { return cnps_by_qp_; }
+  /// CNPs received by each QP's sender (indexed by QP; QPs past the end received none).
+  const std::vector<double>& cnps_by_qp() const { return cnps_by_qp_; }
   const std::map<fabric::LinkId, Series>& queue_series() const { return queue_series_; }
   const std::map<network::QpId, Series>& rate_series() const { return rate_series_; }
 
@@ -89,9 +90,15 @@ class CongestionRecorder final : public network::NetworkObserver {
   std::vector<Time> paused_since_;  // Time::infinity() when not paused
   std::vector<TierCongestion> tiers_;
   double cnps_ = 0;
-  std::map<network::QpId, double> cnps_by_qp_;
+  std::vector<double> cnps_by_qp_;
   std::map<fabric::LinkId, Series> queue_series_;
   std::map<network::QpId, Series> rate_series_;
+  // Direct lookups of the series (the models report every step): a link's queue series once
+  // made; a QP's rate series, or &refused_ when the table was full as it first reported (it
+  // never shrinks).
+  std::vector<Series*> queue_at_;
+  std::vector<Series*> rate_at_;
+  Series refused_;
   // The latest depth of each class's queue, per link.
   std::vector<std::array<double, network::kTrafficClasses>> depth_;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 
@@ -50,6 +51,7 @@ FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config)
     : fabric_(f), config_(config) {
   ROCESIM_CHECK(config.step > 0, "the fluid step is positive");
   links_.resize(f.link_count());
+  unmarked_.assign(f.link_count(), 1.0);
   stats_.resize(f.link_count());
   node_used_.assign(f.node_count(), 0.0);
   node_buffer_.assign(f.node_count(), 0.0);
@@ -114,7 +116,8 @@ void FluidNetwork::count_reduced(std::span<const Route> routes, bool reduce, int
   }
 }
 
-void FluidNetwork::set_hops(RouteState& rs, std::span<const fabric::LinkId> hops, bool reduce) {
+void FluidNetwork::set_hops(uint32_t id, std::span<const fabric::LinkId> hops, bool reduce) {
+  RouteState& rs = routes_[id];
   rs.hops.clear();
   rs.sched = 0;
   rs.cc = false;
@@ -126,17 +129,21 @@ void FluidNetwork::set_hops(RouteState& rs, std::span<const fabric::LinkId> hops
   for (const fabric::LinkId l : hops) {
     const fabric::Link& link = fabric_.link(l);
     rs.base_rtt += 2 * link.latency.in_seconds();
-    Hop hop{l};
+    Hop hop;
+    hop.route = id;
     if (reduce && fabric_switch(fabric_.node(link.src)) && fabric_switch(fabric_.node(link.dst)) &&
         share_on_link_[l] > 1) {
       hop.w = 1.0 / share_on_link_[l];
     }
-    rs.hops.push_back(hop);
+    rs.hops.push_back({l, static_cast<uint32_t>(hops_.size())});
+    hops_.push_back(hop);
+    out_.push_back(0);
     if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
         fabric_switch(fabric_.node(link.dst))) {
       // The NIC schedules its QPs onto its port (PCIe before it only feeds it).
       rs.cc = !tcp && config_.dcqcn.enabled;
       rs.tcp = tcp;
+      tcp_ = tcp_ || tcp;
       rs.line = links_[l].cap;
       rs.sched = static_cast<uint32_t>(rs.hops.size() - 1);
     }
@@ -157,7 +164,7 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
     rs.tc = fl.tc;
     rs.window = fl.window * r.share;
     rs.live = true;
-    set_hops(rs, r.hops, fl.reduce);
+    set_hops(id, r.hops, fl.reduce);
     if (rs.qp != kNoQp) {
       if (rs.qp >= qps_.size()) qps_.resize(rs.qp + 1);
       QpState& q = qps_[rs.qp];
@@ -207,9 +214,10 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
     for (const uint32_t r : fl.routes) {
       RouteState& rs = routes_[r];
       double held = 0;
-      for (Hop& hop : rs.hops) {
+      for (const HopRef& ref : rs.hops) {
+        Hop& hop = hops_[ref.at];
         held += hop.b;
-        hop.a = hop.b = hop.d = 0;
+        hop.a = hop.b = out_[ref.at] = 0;
       }
       behind = std::max(behind, held / rs.share);
       rs.live = false;
@@ -223,17 +231,22 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
   }
   count_reduced(routes, fl.reduce, 1);
   for (size_t i = 0; i < routes.size(); ++i) {
-    RouteState& rs = routes_[fl.routes[i]];
+    const uint32_t id = fl.routes[i];
+    RouteState& rs = routes_[id];
     const bool same =
         std::equal(rs.hops.begin(), rs.hops.end(), routes[i].hops.begin(), routes[i].hops.end(),
-                   [](const Hop& h, fabric::LinkId l) { return h.link == l; });
+                   [](const HopRef& h, fabric::LinkId l) { return h.link == l; });
     if (same || rs.tracer >= rs.hops.size()) continue;  // unchanged, or all through already
     // What the old links still hold goes back to the sender and is sent again.
+    // (The old hops stay where their links' ranges hold them, empty, until the next rebuild.)
     double held = 0;
-    for (const Hop& hop : rs.hops)
+    for (const HopRef& ref : rs.hops) {
+      Hop& hop = hops_[ref.at];
       held += hop.b;
-    set_hops(rs, routes[i].hops, fl.reduce);
-    rs.hops[0].b = held;
+      hop.a = hop.b = out_[ref.at] = 0;
+    }
+    set_hops(id, routes[i].hops, fl.reduce);
+    hops_[rs.hops[0].at].b = held;
     if (!rs.sending) {
       // The last byte is at the back of the sender's queue again.
       rs.tracer = 0;
@@ -282,9 +295,12 @@ double FluidNetwork::queue(fabric::LinkId l) const {
 
 void FluidNetwork::rebuild() {
   for (const fabric::LinkId l : order_) {
-    links_[l].entries.clear();
+    links_[l].begin = links_[l].end = 0;
+    links_[l].senders = false;
     links_[l].served.fill(0);  // set again below for the links still in use
   }
+  // (A route on its way out leaves the list of those draining before its slot is reused.)
+  std::erase_if(draining_, [&](uint32_t r) { return !draining(routes_[r]); });
   for (const uint32_t r : retired_) {
     routes_[r].hops.clear();
     routes_.release(r);
@@ -294,48 +310,52 @@ void FluidNetwork::rebuild() {
   for (uint32_t r = 0; r < routes_.capacity(); ++r) {
     if (routes_[r].live) live_routes_.push_back(r);
   }
-  // A paused link stays visited until it resumes, and a queue until it is seen empty, even when
-  // no route crosses them any more.
-  auto keep = [](const LinkState& s) { return s.paused || s.source_paused || s.queued; };
+  // The links in use: a paused link stays visited until it resumes, and a queue until it is
+  // seen empty, even when no route crosses them any more; then the links of the routes, in the
+  // order met (routes in slot order). scratch_ maps a link to its position in `touched`,
+  // kNoIndex elsewhere: work and scratch are proportional to the links in use, not to the
+  // fabric.
+  if (scratch_.size() < fabric_.link_count()) scratch_.assign(fabric_.link_count(), kNoIndex);
   std::vector<fabric::LinkId>& touched = touched_;
   touched.clear();
+  auto touch = [&](fabric::LinkId l) {
+    if (scratch_[l] != kNoIndex) return;
+    scratch_[l] = static_cast<uint32_t>(touched.size());
+    touched.push_back(l);
+  };
   for (const fabric::LinkId l : order_) {
-    if (keep(links_[l])) touched.push_back(l);
+    const LinkState& s = links_[l];
+    if (s.paused || s.source_paused || s.queued) touch(l);
   }
+  size_t total = 0;
   for (const uint32_t r : live_routes_) {
-    RouteState& rs = routes_[r];
-    for (uint32_t k = 0; k < rs.hops.size(); ++k) {
-      LinkState& s = links_[rs.hops[k].link];
-      if (s.entries.empty() && !keep(s)) touched.push_back(rs.hops[k].link);
-      s.entries.push_back(
-          {&rs.hops[k], k == 0 ? &rs.x : &rs.hops[k - 1].d, r, rs.tc, k == rs.sched});
-    }
+    for (const HopRef& ref : routes_[r].hops)
+      touch(ref.link);
+    total += routes_[r].hops.size();
   }
   // Kahn's algorithm on "link a feeds link b" (consecutive hops of a route), in the order the
-  // links were met (kept links first, then routes in slot order: deterministic); links on a
-  // cycle (a routing loop) follow in that order and take their upstream arrivals from the
-  // previous computation. Work and scratch are proportional to the links in use, not to the
-  // fabric (scratch_ maps a link to its position in `touched`, kNoIndex elsewhere).
+  // links were met (deterministic); links on a cycle (a routing loop) follow in that order and
+  // take their upstream arrivals from the previous computation.
   const auto n = static_cast<uint32_t>(touched.size());
-  if (scratch_.size() < fabric_.link_count()) scratch_.assign(fabric_.link_count(), kNoIndex);
-  for (uint32_t i = 0; i < n; ++i)
-    scratch_[touched[i]] = i;
   indegree_.assign(n, 0);
+  count_.assign(n, 0);
   succ_begin_.assign(n + 1, 0);
   for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k) {
-      ++succ_begin_[scratch_[rs.hops[k].link] + 1];
-      ++indegree_[scratch_[rs.hops[k + 1].link]];
+    const std::vector<HopRef>& hops = routes_[r].hops;
+    for (uint32_t k = 0; k < hops.size(); ++k) {
+      ++count_[scratch_[hops[k].link]];
+      if (k + 1 == hops.size()) break;
+      ++succ_begin_[scratch_[hops[k].link] + 1];
+      ++indegree_[scratch_[hops[k + 1].link]];
     }
   }
   std::partial_sum(succ_begin_.begin(), succ_begin_.end(), succ_begin_.begin());
   succ_.resize(succ_begin_.back());
   fill_.assign(succ_begin_.begin(), succ_begin_.end() - 1);
   for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    for (uint32_t k = 0; k + 1 < rs.hops.size(); ++k)
-      succ_[fill_[scratch_[rs.hops[k].link]]++] = scratch_[rs.hops[k + 1].link];
+    const std::vector<HopRef>& hops = routes_[r].hops;
+    for (uint32_t k = 0; k + 1 < hops.size(); ++k)
+      succ_[fill_[scratch_[hops[k].link]]++] = scratch_[hops[k + 1].link];
   }
   order_.clear();
   ready_.clear();
@@ -351,8 +371,40 @@ void FluidNetwork::rebuild() {
   }
   for (uint32_t i = 0; i < n; ++i) {
     if (indegree_[i] > 0) order_.push_back(touched[i]);  // on a cycle
-    scratch_[touched[i]] = kNoIndex;
   }
+  // The hops, link by link in that order, and on a link in route order; what they hold moves
+  // with them.
+  fill_.resize(n);
+  uint32_t at = 0;
+  for (const fabric::LinkId l : order_) {
+    const uint32_t i = scratch_[l];
+    links_[l].begin = fill_[i] = at;
+    at += count_[i];
+    links_[l].end = at;
+  }
+  next_hops_.resize(total);
+  next_out_.resize(total);
+  for (const uint32_t r : live_routes_) {
+    RouteState& rs = routes_[r];
+    for (uint32_t k = 0; k < rs.hops.size(); ++k) {
+      HopRef& ref = rs.hops[k];
+      const uint32_t to = fill_[scratch_[ref.link]]++;
+      Hop& hop = next_hops_[to];
+      hop = hops_[ref.at];
+      next_out_[to] = out_[ref.at];
+      hop.route = r;
+      hop.prev = k == 0 ? kNoIndex : rs.hops[k - 1].at;
+      hop.prev_link = k == 0 ? fabric::LinkId{} : rs.hops[k - 1].link;
+      hop.tc = rs.tc;
+      hop.sched = k == rs.sched;
+      links_[ref.link].senders = links_[ref.link].senders || hop.sched;
+      ref.at = to;
+    }
+  }
+  hops_.swap(next_hops_);
+  out_.swap(next_out_);
+  for (const fabric::LinkId l : touched)
+    scratch_[l] = kNoIndex;
   dirty_ = false;
 }
 
@@ -532,29 +584,37 @@ void FluidNetwork::compute_rates(double now) {
     node_used_[fabric_.link(l).src] = 0;
   }
   bool moving = false;
-  for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    for (uint32_t k = 0; k < rs.hops.size(); ++k) {
-      const Hop& hop = rs.hops[k];
+  for (const fabric::LinkId l : order_) {
+    LinkState& s = links_[l];
+    double lossless = 0, lossy = 0, control = 0;
+    for (uint32_t i = s.begin; i < s.end; ++i) {
+      const Hop& hop = hops_[i];
       const double bytes = hop.w * hop.b;
       if (bytes <= 0) continue;
-      moving = true;
-      LinkState& s = links_[hop.link];
-      s.queue[static_cast<size_t>(rs.tc)] += bytes;
-      node_used_[fabric_.link(hop.link).src] += bytes;
-      if (rs.tc != TrafficClass::Lossless) continue;
-      if (k == 0) {
-        s.source += bytes;
+      if (hop.tc == TrafficClass::Lossless) {
+        lossless += bytes;
+        if (hop.prev == kNoIndex) {
+          s.source += bytes;
+        } else {
+          links_[hop.prev_link].ingress += bytes;
+        }
+      } else if (hop.tc == TrafficClass::Lossy) {
+        lossy += bytes;
       } else {
-        links_[rs.hops[k - 1].link].ingress += bytes;
+        control += bytes;
       }
     }
+    s.queue = {lossless, lossy, control};
+    const double held = lossless + lossy + control;
+    moving = moving || held > 0;
+    node_used_[fabric_.link(l).src] += held;
   }
   update_pauses(now);
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
     const double q = s.queue[0] + s.queue[1];
     s.p = marking(s, q);
+    unmarked_[l] = 1 - s.p;
     moving = moving || s.paused || s.source_paused || s.p > 0;
     // Queue depths while they are not zero, and once when they become zero again.
     const bool queued = q + s.queue[2] > 0;
@@ -566,23 +626,27 @@ void FluidNetwork::compute_rates(double now) {
     }
     s.queued = queued;
   }
-  // What each QP sees and who uses it.
+  // What each QP sees and who uses it (a QP whose routes have all gone has no users).
+  for (const QpId q : in_use_) {
+    qps_[q].users = 0;
+    qps_[q].p = 0;
+    qps_[q].x = 0;
+    qps_[q].listed = false;
+  }
+  in_use_.clear();
   for (const uint32_t r : live_routes_) {
     RouteState& rs = routes_[r];
     double pass = 1;
-    for (const Hop& hop : rs.hops)
-      pass *= 1 - links_[hop.link].p;
+    for (const HopRef& hop : rs.hops)
+      pass *= unmarked_[hop.link];
     rs.p = 1 - pass;
-    if (rs.qp != kNoQp) {
-      qps_[rs.qp].users = 0;
-      qps_[rs.qp].p = 0;
-      qps_[rs.qp].x = 0;
-    }
-  }
-  for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    if (rs.qp == kNoQp || !rs.sending) continue;
+    if (rs.qp == kNoQp) continue;
     QpState& q = qps_[rs.qp];
+    if (!q.listed) {
+      q.listed = true;
+      in_use_.push_back(rs.qp);
+    }
+    if (!rs.sending) continue;
     ++q.users;
     q.p = std::max(q.p, rs.p);
   }
@@ -610,7 +674,7 @@ void FluidNetwork::compute_rates(double now) {
         continue;
       }
       double rtt = rs.base_rtt;
-      for (const Hop& hop : rs.hops) {
+      for (const HopRef& hop : rs.hops) {
         const LinkState& s = links_[hop.link];
         if (s.cap > 0) rtt += (s.queue[0] + s.queue[1] + s.queue[2]) / s.cap;
       }
@@ -625,27 +689,47 @@ void FluidNetwork::compute_rates(double now) {
       // Receiver-driven admission: with its window in flight, a sender sends as the receiver
       // returns credits, i.e. as the last hop delivers.
       double in_flight = 0;
-      for (const Hop& hop : rs.hops)
-        in_flight += hop.b;
-      if (in_flight >= rs.window) want = std::min(want, rs.hops.back().d);
+      for (const HopRef& hop : rs.hops)
+        in_flight += hops_[hop.at].b;
+      if (in_flight >= rs.window) want = std::min(want, out_[rs.hops.back().at]);
     }
     rs.demand = want;
   }
   std::vector<std::pair<double, uint32_t>>& senders = senders_;
   for (const fabric::LinkId l : order_) {
+    if (!links_[l].senders) continue;
     senders.clear();
-    for (const Entry& e : links_[l].entries) {
-      if (e.sched && routes_[e.route].demand > 0)
-        senders.emplace_back(routes_[e.route].demand, e.route);
+    double asked = 0;
+    for (uint32_t i = links_[l].begin; i < links_[l].end; ++i) {
+      const Hop& hop = hops_[i];
+      if (!hop.sched) continue;
+      const double demand = routes_[hop.route].demand;
+      if (demand <= 0) continue;
+      senders.emplace_back(demand, hop.route);
+      asked += demand;
     }
-    if (senders.empty()) continue;
-    std::sort(senders.begin(), senders.end());
+    // Max-min: those asking for less than the level get what they ask, the others the level,
+    // (capacity left) / (senders left); the level rises as senders below it are served.
     double left = links_[l].cap;
-    for (size_t i = 0; i < senders.size(); ++i) {
-      const double give =
-          std::min(senders[i].first, left / static_cast<double>(senders.size() - i));
-      routes_[senders[i].second].x = give;
-      left -= give;
+    if (asked <= left) {
+      for (const auto& [demand, r] : senders)
+        routes_[r].x = demand;
+      continue;
+    }
+    auto rest = senders.begin();
+    while (rest != senders.end()) {
+      const double level = std::max(0.0, left) / static_cast<double>(senders.end() - rest);
+      const auto above =
+          std::partition(rest, senders.end(), [level](const auto& x) { return x.first <= level; });
+      if (above == rest) {
+        for (; rest != senders.end(); ++rest)
+          routes_[rest->second].x = level;
+        break;
+      }
+      for (; rest != above; ++rest) {
+        routes_[rest->second].x = rest->first;
+        left -= rest->first;
+      }
     }
   }
   // Flows: a pipeline's routes move in lockstep; rate caps.
@@ -668,12 +752,20 @@ void FluidNetwork::compute_rates(double now) {
   const double dt = grid - now;  // what the rates are planned for
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
-    std::array<double, kTrafficClasses> need{};
-    for (const Entry& e : s.entries) {
-      Hop& hop = *e.hop;
-      hop.a = *e.in;
-      need[static_cast<size_t>(e.tc)] += hop.w * (hop.b / dt + hop.a);
+    double lossless = 0, lossy = 0, control = 0;
+    for (uint32_t i = s.begin; i < s.end; ++i) {
+      Hop& hop = hops_[i];
+      hop.a = hop.prev == kNoIndex ? routes_[hop.route].x : out_[hop.prev];
+      const double asks = hop.w * (hop.b / dt + hop.a);
+      if (hop.tc == TrafficClass::Lossless) {
+        lossless += asks;
+      } else if (hop.tc == TrafficClass::Lossy) {
+        lossy += asks;
+      } else {
+        control += asks;
+      }
     }
+    std::array<double, kTrafficClasses> need{lossless, lossy, control};
     std::array<double, kTrafficClasses> serve{};
     double left = s.cap;
     serve[2] = std::min(need[2], left);  // control: strict priority
@@ -700,8 +792,8 @@ void FluidNetwork::compute_rates(double now) {
     if (need[1] > 0) {
       const double room = lossy_cap(l) - s.queue[1];
       double arriving = 0;
-      for (const Entry& e : s.entries) {
-        if (e.tc == TrafficClass::Lossy) arriving += e.hop->w * e.hop->a;
+      for (uint32_t i = s.begin; i < s.end; ++i) {
+        if (hops_[i].tc == TrafficClass::Lossy) arriving += hops_[i].w * hops_[i].a;
       }
       const double allowed = serve[1] + std::max(0.0, room) / dt;
       if (arriving > allowed) {
@@ -715,16 +807,14 @@ void FluidNetwork::compute_rates(double now) {
       frac[c] = need[c] > 0 ? std::min(1.0, serve[c] / need[c]) : 1.0;
       if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
     }
-    for (const Entry& e : s.entries) {
-      Hop& hop = *e.hop;
-      const double a = e.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
-      hop.d = frac[static_cast<size_t>(e.tc)] * (hop.b / dt + a);
+    for (uint32_t i = s.begin; i < s.end; ++i) {
+      Hop& hop = hops_[i];
+      const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+      out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
     }
   }
-  for (const uint32_t r : live_routes_) {
-    const RouteState& rs = routes_[r];
-    moving = moving || (rs.live && !rs.sending && rs.tracer < rs.hops.size());  // still draining
-  }
+  for (const uint32_t r : draining_)
+    moving = moving || draining(routes_[r]);
   moving_ = moving;
   grid_ = Time::seconds(grid);
   plan(now, true);
@@ -757,34 +847,44 @@ void FluidNetwork::plan(double now, bool full) {
   // flow after a full computation, for the new last bytes after a partial one, and kept in a
   // heap; an entry whose flow or last byte has gone is dropped when it comes to the top, and
   // one that is due but not done (rounding) is predicted again.
+  // (due_ is a heap on std::greater: the earliest on top; a full plan makes it in one go.)
   const int64_t now_ps = Time::seconds(now).count_ps();
-  auto push = [&](uint32_t id, bool tracer) {
+  auto add = [&](uint32_t id, bool tracer) {
     Due d{0, id, tracer};
     const Time t = predict(d, now);
-    if (t.is_infinite()) return;
+    if (t.is_infinite()) return false;
     d.ps = std::max(t.count_ps(), now_ps + 1);  // what is due now was taken by advance()
-    due_.push(d);
+    due_.push_back(d);
+    return true;
+  };
+  auto push = [&](uint32_t id, bool tracer) {
+    if (add(id, tracer)) std::push_heap(due_.begin(), due_.end(), std::greater<>());
+  };
+  auto pop = [&] {
+    std::pop_heap(due_.begin(), due_.end(), std::greater<>());
+    due_.pop_back();
   };
   if (full) {
-    due_ = {};
+    due_.clear();
     for (uint32_t h = 0; h < flows_.capacity(); ++h)
-      push(h, false);
-    for (const uint32_t r : live_routes_)
-      push(r, true);
+      add(h, false);
+    for (const uint32_t r : draining_)
+      add(r, true);
+    std::make_heap(due_.begin(), due_.end(), std::greater<>());
   } else {
     for (const uint32_t r : ended_)
       push(r, true);
   }
   Time next = Time::infinity();
   while (!due_.empty()) {
-    const Due d = due_.top();
+    const Due d = due_.front();
     const Time t = predict(d, now);
     if (t.is_infinite()) {
-      due_.pop();  // gone, or stuck behind a paused link: steps take it up
+      pop();  // gone, or stuck behind a paused link: steps take it up
       continue;
     }
     if (d.ps <= now_ps) {
-      due_.pop();
+      pop();
       push(d.id, d.tracer);
       continue;
     }
@@ -815,11 +915,12 @@ void FluidNetwork::commit(Time now) {
       RouteState& rs = routes_[r];
       if (!rs.live) continue;
       for (uint32_t k = 0; k < rs.hops.size(); ++k) {
-        Hop& hop = rs.hops[k];
-        const LinkState& s = links_[hop.link];
+        Hop& hop = hops_[rs.hops[k].at];
+        const LinkState& s = links_[rs.hops[k].link];
         const double kept = rs.tc == TrafficClass::Lossy ? 1 - s.drop : 1.0;
-        const double a = k == 0 ? 0 : rs.hops[k - 1].d;
-        hop.d = std::max(0.0, hop.d + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
+        const double a = k == 0 ? 0 : out_[rs.hops[k - 1].at];
+        double& d = out_[rs.hops[k].at];
+        d = std::max(0.0, d + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
         hop.a = a;
       }
     }
@@ -857,45 +958,65 @@ bool FluidNetwork::trace(RouteState& rs, double& budget) {
   return true;
 }
 
+void FluidNetwork::end_sending(FlowState& fl, double now) {
+  fl.sending = false;
+  fl.rate = 0;
+  fl.sent_at = now;
+  fl.in_flight = 0;
+  for (const uint32_t r : fl.routes) {
+    RouteState& rs = routes_[r];
+    ended_.push_back(r);
+    rs.sending = false;
+    rs.x = 0;
+    rs.tracer = 0;
+    rs.ahead = links_[rs.hops[0].link].queue[static_cast<size_t>(rs.tc)];
+    double budget = 0;
+    if (!trace(rs, budget)) {
+      ++fl.in_flight;
+      draining_.push_back(r);
+    }
+  }
+}
+
 void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   finished.clear();
   const double to = t.in_seconds();
   const double dt = to - now_;
   if (dt > 0) {
-    for (const uint32_t r : live_routes_) {
-      RouteState& rs = routes_[r];
-      for (Hop& hop : rs.hops) {
+    // The queues, link by link (hops of retired routes are empty and stay so).
+    for (const fabric::LinkId l : order_) {
+      const LinkState& s = links_[l];
+      // ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2
+      // accepts ECN but never asks for it).
+      const bool marks = s.p > 0 && !observers_.empty();
+      for (uint32_t i = s.begin; i < s.end; ++i) {
+        Hop& hop = hops_[i];
         double a = hop.a;
-        const double drop = rs.tc == TrafficClass::Lossy ? links_[hop.link].drop : 0.0;
-        if (drop > 0) {
+        if (hop.tc == TrafficClass::Lossy && s.drop > 0) {
           // Drop-tail: the bytes are the sender's to send again, and its congestion signal.
-          const double lost = hop.a * drop * dt;
-          a -= hop.a * drop;
+          const RouteState& rs = routes_[hop.route];
+          const double lost = hop.a * s.drop * dt;
+          a -= hop.a * s.drop;
           flows_[rs.flow].lost += lost / rs.share;
           if (rs.qp != kNoQp) qps_[rs.qp].dropped += lost;
           for (NetworkObserver* o : observers_)
-            o->on_drop(hop.link, rs.tc, t, hop.w * lost);
+            o->on_drop(l, hop.tc, t, hop.w * lost);
         }
-        hop.b += (a - hop.d) * dt;
+        hop.b += (a - out_[i]) * dt;
         if (hop.b < kEmpty) hop.b = 0;
-        if (hop.b > 0 && links_[hop.link].cap <= 0) {
+        if (hop.b > 0 && s.cap <= 0) {
           // A link that is down drops what reaches it: no queue, no mark, no pause; the bytes
           // are the sender's to send again (go-back-N).
+          const RouteState& rs = routes_[hop.route];
           flows_[rs.flow].lost += hop.b / rs.share;
           for (NetworkObserver* o : observers_)
-            o->on_drop(hop.link, rs.tc, t, hop.w * hop.b);
+            o->on_drop(l, hop.tc, t, hop.w * hop.b);
           hop.b = 0;
         }
-      }
-      if (rs.p > 0 && rs.tc != TrafficClass::Lossy) {
-        // ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2
-        // accepts ECN but never asks for it).
-        for (const Hop& hop : rs.hops) {
-          const LinkState& s = links_[hop.link];
-          if (s.p <= 0) continue;
-          const double marks = s.p * hop.w * hop.d * dt / config_.packet;
+        if (marks && hop.tc != TrafficClass::Lossy) {
+          const double n = s.p * hop.w * out_[i] * dt / config_.packet;
           for (NetworkObserver* o : observers_)
-            o->on_ecn(hop.link, rs.qp, t, marks);
+            o->on_ecn(l, routes_[hop.route].qp, t, n);
         }
       }
     }
@@ -926,7 +1047,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       }
     }
     // TCP windows, from what the connections sent and lost.
-    for (const uint32_t r : live_routes_) {
+    for (const uint32_t r : tcp_ ? live_routes_ : no_routes_) {
       const RouteState& rs = routes_[r];
       if (!rs.tcp || rs.qp == kNoQp) continue;
       QpState& q = qps_[rs.qp];
@@ -941,49 +1062,40 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     }
   }
   // Last bytes on their way (with no time passing, through the queues that are empty).
-  for (const uint32_t r : live_routes_) {
+  size_t kept = 0;
+  for (const uint32_t r : draining_) {
     RouteState& rs = routes_[r];
-    if (!rs.live || rs.sending || rs.tracer >= rs.hops.size()) continue;
+    if (!draining(rs)) continue;
     double budget = std::max(dt, 0.0);
-    if (trace(rs, budget)) --flows_[rs.flow].in_flight;
-  }
-  now_ = to;
-  // Senders that sent their last byte now: it starts behind what is queued at its first hop.
-  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
-    FlowState& fl = flows_[h];
-    if (!fl.live || !fl.sending || fl.sent < fl.bytes * (1 - 1e-12) - 1e-6) continue;
-    fl.sending = false;
-    fl.rate = 0;
-    fl.sent_at = to;
-    fl.in_flight = 0;
-    for (const uint32_t r : fl.routes) {
-      RouteState& rs = routes_[r];
-      ended_.push_back(r);
-      rs.sending = false;
-      rs.x = 0;
-      rs.tracer = 0;
-      rs.ahead = links_[rs.hops[0].link].queue[static_cast<size_t>(rs.tc)];
-      double budget = 0;
-      if (!trace(rs, budget)) ++fl.in_flight;
+    if (trace(rs, budget)) {
+      --flows_[rs.flow].in_flight;
+    } else {
+      draining_[kept++] = r;
     }
   }
-  // Flows whose last bytes have all left the last queue, and every byte before them:
-  // delivered (the engine adds the wire).
+  draining_.resize(kept);
+  now_ = to;
   for (uint32_t h = 0; h < flows_.capacity(); ++h) {
     FlowState& fl = flows_[h];
-    if (!fl.live || fl.sending || fl.in_flight > 0) continue;
+    if (!fl.live) continue;
+    // A sender that sent its last byte now: it starts behind what is queued at its first hop.
+    if (fl.sending && fl.sent >= fl.bytes * (1 - 1e-12) - 1e-6) end_sending(fl, to);
+    // Flows whose last bytes have all left the last queue, and every byte before them:
+    // delivered (the engine adds the wire).
+    if (fl.sending || fl.in_flight > 0) continue;
     const bool drained = std::all_of(fl.routes.begin(), fl.routes.end(), [&](uint32_t r) {
       return std::all_of(routes_[r].hops.begin(), routes_[r].hops.end(),
-                         [](const Hop& hop) { return hop.b <= kEmpty; });
+                         [&](const HopRef& hop) { return hops_[hop.at].b <= kEmpty; });
     });
     if (!drained) continue;
     finished.push_back({h, Time::seconds(to - fl.sent_at)});
     for (const uint32_t r : fl.routes) {
-      // Retired: its hops stay where the link entries point until the next rebuild.
+      // Retired: its hops stay in their links' ranges, empty, until the next rebuild.
       RouteState& rs = routes_[r];
       rs.live = false;
-      for (Hop& hop : rs.hops)
-        hop.a = hop.b = hop.d = 0;
+      for (const HopRef& ref : rs.hops) {
+        hops_[ref.at].a = hops_[ref.at].b = out_[ref.at] = 0;
+      }
       retired_.push_back(r);
     }
     fl.live = false;
@@ -1021,7 +1133,8 @@ void FluidNetwork::detect_deadlock() {
     const RouteState& rs = routes_[r];
     for (uint32_t k = 1; k < rs.hops.size(); ++k) {
       const int32_t from = index[rs.hops[k - 1].link], to = index[rs.hops[k].link];
-      if (from >= 0 && to >= 0 && rs.hops[k].b > 0) waits[from].push_back(rs.hops[k].link);
+      if (from >= 0 && to >= 0 && hops_[rs.hops[k].at].b > 0)
+        waits[from].push_back(rs.hops[k].link);
     }
   }
   // Iterative depth-first search with colours; report the first cycle found.

@@ -38,7 +38,6 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <queue>
 #include <stdexcept>
 #include <vector>
 
@@ -146,12 +145,24 @@ class FluidNetwork final : public NetworkModel {
   uint64_t steps() const { return steps_; }
 
  private:
+  static constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
+  // A route's hop on a link. All hops live in hops_, laid out link by link in the order links
+  // feed each other (rebuild()), so that the passes over links read them in sequence; a route
+  // finds its own through HopRef. Hops of routes started since the last rebuild() wait at the
+  // end, in no link's range.
   struct Hop {
-    fabric::LinkId link;
-    double w = 1;  // bytes on the link per byte of the route (< 1: reduced in a switch)
     double b = 0;  // bytes queued at the egress of this hop's link
-    double a = 0;  // arrival rate (bytes/s) in the current interval
-    double d = 0;  // departure rate
+    double a = 0;  // arrival rate (bytes/s) in the current interval (departures: out_)
+    double w = 1;  // bytes on the link per byte of the route (< 1: reduced in a switch)
+    uint32_t route = kNoIndex;
+    uint32_t prev = kNoIndex;    // the route's previous hop in hops_ (its arrivals), or none
+    fabric::LinkId prev_link{};  // the link of that hop
+    TrafficClass tc = TrafficClass::Lossless;
+    bool sched = false;  // the hop where the route's sender is scheduled
+  };
+  struct HopRef {
+    fabric::LinkId link;
+    uint32_t at;  // index in hops_
   };
   struct RouteState {
     FlowHandle flow = kNone;
@@ -167,7 +178,7 @@ class FluidNetwork final : public NetworkModel {
     double demand = 0;    // what the sender asks for in this interval
     double x = 0;         // injection rate (bytes/s)
     double p = 0;         // marking probability seen by the route
-    std::vector<Hop> hops;
+    std::vector<HopRef> hops;
     bool live = false;
     bool sending = true;  // false once the flow's last byte left the sender
     // The last byte, once sent: the hop whose queue it is in, and the bytes (on that link)
@@ -199,6 +210,7 @@ class FluidNetwork final : public NetworkModel {
     double last = 0;     // time of the last update (s)
     uint32_t users = 0;  // routes using the QP in the current interval
     bool seen = false;
+    bool listed = false;  // in in_use_
     // TCP (a connection: its window outlives a flow, as DCQCN's rate does).
     double cwnd = 0;          // bytes
     double ssthresh = 0;      // bytes
@@ -209,21 +221,11 @@ class FluidNetwork final : public NetworkModel {
     double dropped = 0;       // bytes lost in queues since the last update
     double rto_until = -1;    // s, a retransmission time-out: silent until then
   };
-  // A route's hop on a link, with what the hot loops need at hand: the hop itself and where
-  // its arrivals come from (the previous hop's departures, or the sender's rate). Pointers
-  // into routes' hop vectors and the route pool: valid until the next start(), and rebuilt
-  // before any use after one.
-  struct Entry {
-    Hop* hop;
-    const double* in;
-    uint32_t route;
-    TrafficClass tc;
-    bool sched;  // the hop where the route's sender is scheduled
-  };
   struct LinkState {
     double cap = 0;
     double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
-    std::vector<Entry> entries;  // rebuilt when routes come and go
+    uint32_t begin = 0, end = 0;  // its route hops in hops_, rebuilt when routes come and go
+    bool senders = false;         // some of them are scheduled here (a sender's port)
     std::array<double, kTrafficClasses> queue{};
     std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
     std::array<double, kTrafficClasses> frac{};    // share of what each class asked for
@@ -242,8 +244,9 @@ class FluidNetwork final : public NetworkModel {
   /// Adds (sign > 0) the routes' shares to share_on_link_ for a flow reduced in switches, or
   /// clears them again (sign < 0).
   void count_reduced(std::span<const Route> routes, bool reduce, int sign);
-  /// A route's hops over `hops`, its sender's scheduling hop and line rate.
-  void set_hops(RouteState& rs, std::span<const fabric::LinkId> hops, bool reduce);
+  /// Route `id`'s hops over `hops` (new ones, at the end of hops_), its sender's scheduling hop
+  /// and line rate.
+  void set_hops(uint32_t id, std::span<const fabric::LinkId> hops, bool reduce);
   /// New route states for a flow's `routes` (appended to its list), with their QPs' state.
   void add_routes(FlowHandle h, std::span<const Route> routes, double t);
   /// The sender of a flow that lost bytes on a link that is down sends them again.
@@ -275,6 +278,12 @@ class FluidNetwork final : public NetworkModel {
   /// next_event_ from the current rates (senders' ends, last bytes, the next step); `full`
   /// after a computation of every rate, else only the last bytes of ended_ are new.
   void plan(double now, bool full);
+  /// Whether a route's last byte has been sent and is still in a queue.
+  static bool draining(const RouteState& rs) {
+    return rs.live && !rs.sending && rs.tracer < rs.hops.size();
+  }
+  /// A flow's sender sent its last byte at `now`: its routes' last bytes start on their way.
+  void end_sending(FlowState& fl, double now);
   /// Moves a sent route's last byte through the queues for `budget` seconds at the current
   /// service rates; true when it has left the last one.
   bool trace(RouteState& rs, double& budget);
@@ -284,27 +293,37 @@ class FluidNetwork final : public NetworkModel {
   FluidConfig config_;
   std::vector<LinkState> links_;
   std::vector<PfcDiagnostics> stats_;
+  std::vector<double> unmarked_;     // 1 - the marking probability of each link's egress queue
   std::vector<double> node_used_;    // bytes queued in each node's egress queues
   std::vector<double> node_buffer_;  // shared buffer of each switch (0: a device)
   SlotPool<RouteState> routes_;
   SlotPool<FlowState> flows_;
   std::vector<QpState> qps_;
   std::vector<uint32_t> live_routes_;  // in slot order after rebuild()
-  std::vector<fabric::LinkId> order_;  // links with entries, upstream before downstream
+  // The links with route hops (or a pause or a queue to watch), upstream before downstream.
+  std::vector<fabric::LinkId> order_;
+  std::vector<Hop> hops_;
+  // Each hop's departure rate (bytes/s), beside hops_: the next hop of its route reads it.
+  std::vector<double> out_;
   // rebuild()'s scratch, kept between calls.
-  static constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
+  std::vector<Hop> next_hops_;
+  std::vector<double> next_out_;
   std::vector<uint32_t> scratch_;
   std::vector<fabric::LinkId> touched_;
-  std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_;
+  std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_, count_;
   std::vector<double> share_on_link_;    // start(): shares per link of an in-network reduction
   std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
   std::vector<std::pair<double, uint32_t>> senders_;
-  bool dirty_ = false;             // routes came or went: rebuild before computing
-  bool added_ = false;             // flows started since the last computation
-  std::vector<uint32_t> ended_;    // routes whose sender finished since the last computation
+  bool dirty_ = false;              // routes came or went: rebuild before computing
+  bool added_ = false;              // flows started since the last computation
+  std::vector<uint32_t> ended_;     // routes whose sender finished since the last computation
+  std::vector<uint32_t> draining_;  // routes whose last byte may be in a queue (draining())
+  std::vector<QpId> in_use_;        // QPs of the routes at the last computation
+  bool tcp_ = false;                // a route of TCP was ever added
+  const std::vector<uint32_t> no_routes_;
   std::vector<uint32_t> retired_;  // routes done, released at the next rebuild
   Time grid_{};                    // the step after the last computation
-  std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
+  std::vector<Due> due_;           // a heap, earliest first
   size_t active_flows_ = 0;
   double now_ = 0;       // s, time of the last advance or commit
   bool moving_ = false;  // queues, pauses or rate control in motion: step

@@ -217,6 +217,39 @@ TEST(FluidNetwork, DcqcnFlowsShareABottleneckFairlyWithTheQueueAtTheMarkingThres
   EXPECT_LE(seen.rate_series().at(0).samples().size(), 512u) << "series stay bounded";
 }
 
+TEST(FluidNetwork, AQpIdleBetweenItsFlowsRecoversItsRate) {
+  // 4 DCQCN flows of 16 MiB into one receiver (PFC out of reach: 64 MB buffer) cut their QPs'
+  // rates. QP 0 then idles 200 ms before its next flow, alone to another receiver: DCQCN's
+  // timer raises Rt by R_HAI = 2e-3 C every T = 300 us (C from any cut within 150 ms) and Rc
+  // closes on it as e^(-t / 2T), so the QP starts again at its line rate and the flow ends at
+  // t0 + S / C, within 0.1 %. (A QP whose routes had all gone once kept its count of users
+  // and skipped the recovery: the flow started at its cut rate.)
+  const fabric::Fabric f = one_leaf(6, "800Gbps", "64MB");
+  FluidNetwork net(f, FluidConfig{});
+  const double bytes = 16.0 * (1 << 20);
+  for (uint32_t i = 0; i < 4; ++i)
+    start(net, walk(f, i, {"leaf0"}, 4), bytes, i);
+  const auto ends = run(net);
+  ASSERT_EQ(ends.size(), 4u);
+  ASSERT_LT(net.qp_rate(0), 0.9 * kRate) << "the incast cut the rate";
+  Time t0 = Time::zero();
+  for (const auto& [flow, t] : ends)
+    t0 = std::max(t0, t);
+  t0 = t0 + Time::ms(200);
+  start(net, walk(f, 0, {"leaf0"}, 5), bytes, 0, t0);
+  net.commit(t0);
+  EXPECT_NEAR(net.qp_rate(0), kRate, 1e-9 * kRate);
+  std::vector<Completion> done;
+  Time end = Time::infinity();
+  while (!net.next_event().is_infinite()) {
+    const Time t = net.next_event();
+    net.advance(t, done);
+    if (!done.empty()) end = t;
+    net.commit(t);
+  }
+  EXPECT_NEAR((end - t0).in_seconds(), bytes / kRate, 1e-3 * bytes / kRate);
+}
+
 TEST(FluidNetwork, ReceiverDrivenAdmissionKeepsAnIncastOutOfPfc) {
   // 16 senders -> 1 receiver on one leaf (64 MB buffer), PFC alone. Streaming senders fill the
   // leaf up to the dynamic-threshold fixed point 16 alpha B / (1 + 16 alpha) = 42.7 MB and
