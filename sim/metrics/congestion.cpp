@@ -58,7 +58,7 @@ void CongestionRecorder::on_pause(fabric::LinkId link, network::TrafficClass, Ti
   }
 }
 
-void CongestionRecorder::on_ecn(fabric::LinkId link, network::QpId, Time, double packets) {
+void CongestionRecorder::on_ecn(fabric::LinkId link, Time, double packets) {
   seen();
   links_[link].ecn_marks += packets;
 }

@@ -63,7 +63,7 @@ class CongestionRecorder final : public network::NetworkObserver {
 
   void on_queue(fabric::LinkId link, network::TrafficClass c, Time t, double bytes) override;
   void on_pause(fabric::LinkId link, network::TrafficClass c, Time t, bool paused) override;
-  void on_ecn(fabric::LinkId link, network::QpId qp, Time t, double packets) override;
+  void on_ecn(fabric::LinkId link, Time t, double packets) override;
   void on_cnp(network::QpId qp, Time t, double cnps) override;
   void on_drop(fabric::LinkId link, network::TrafficClass c, Time t, double bytes) override;
   void on_rate(network::QpId qp, Time t, double bytes_per_second) override;

@@ -118,7 +118,8 @@ void FluidNetwork::count_reduced(std::span<const Route> routes, bool reduce, int
 
 void FluidNetwork::set_hops(uint32_t id, std::span<const fabric::LinkId> hops, bool reduce) {
   RouteState& rs = routes_[id];
-  rs.hops.clear();
+  rs.path = static_cast<uint32_t>(refs_.size());
+  rs.length = 0;
   rs.sched = 0;
   rs.cc = false;
   rs.tcp = false;
@@ -135,7 +136,8 @@ void FluidNetwork::set_hops(uint32_t id, std::span<const fabric::LinkId> hops, b
         share_on_link_[l] > 1) {
       hop.w = 1.0 / share_on_link_[l];
     }
-    rs.hops.push_back({l, static_cast<uint32_t>(hops_.size())});
+    refs_.push_back({l, static_cast<uint32_t>(hops_.size())});
+    ++rs.length;
     hops_.push_back(hop);
     out_.push_back(0);
     if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
@@ -145,7 +147,7 @@ void FluidNetwork::set_hops(uint32_t id, std::span<const fabric::LinkId> hops, b
       rs.tcp = tcp;
       tcp_ = tcp_ || tcp;
       rs.line = links_[l].cap;
-      rs.sched = static_cast<uint32_t>(rs.hops.size() - 1);
+      rs.sched = rs.length - 1;
     }
   }
 }
@@ -214,7 +216,7 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
     for (const uint32_t r : fl.routes) {
       RouteState& rs = routes_[r];
       double held = 0;
-      for (const HopRef& ref : rs.hops) {
+      for (const HopRef& ref : path(rs)) {
         Hop& hop = hops_[ref.at];
         held += hop.b;
         hop.a = hop.b = out_[ref.at] = 0;
@@ -233,24 +235,25 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
   for (size_t i = 0; i < routes.size(); ++i) {
     const uint32_t id = fl.routes[i];
     RouteState& rs = routes_[id];
+    const std::span<const HopRef> hops = path(rs);
     const bool same =
-        std::equal(rs.hops.begin(), rs.hops.end(), routes[i].hops.begin(), routes[i].hops.end(),
+        std::equal(hops.begin(), hops.end(), routes[i].hops.begin(), routes[i].hops.end(),
                    [](const HopRef& h, fabric::LinkId l) { return h.link == l; });
-    if (same || rs.tracer >= rs.hops.size()) continue;  // unchanged, or all through already
+    if (same || rs.tracer >= hops.size()) continue;  // unchanged, or all through already
     // What the old links still hold goes back to the sender and is sent again.
     // (The old hops stay where their links' ranges hold them, empty, until the next rebuild.)
     double held = 0;
-    for (const HopRef& ref : rs.hops) {
+    for (const HopRef& ref : hops) {
       Hop& hop = hops_[ref.at];
       held += hop.b;
       hop.a = hop.b = out_[ref.at] = 0;
     }
-    set_hops(id, routes[i].hops, fl.reduce);
-    hops_[rs.hops[0].at].b = held;
+    set_hops(id, routes[i].hops, fl.reduce);  // (moves refs_: `hops` is gone)
+    hops_[path(rs)[0].at].b = held;
     if (!rs.sending) {
       // The last byte is at the back of the sender's queue again.
       rs.tracer = 0;
-      rs.ahead = links_[rs.hops[0].link].queue[static_cast<size_t>(rs.tc)] + held;
+      rs.ahead = links_[path(rs)[0].link].queue[static_cast<size_t>(rs.tc)] + held;
     }
   }
   count_reduced(routes, fl.reduce, -1);
@@ -301,10 +304,8 @@ void FluidNetwork::rebuild() {
   }
   // (A route on its way out leaves the list of those draining before its slot is reused.)
   std::erase_if(draining_, [&](uint32_t r) { return !draining(routes_[r]); });
-  for (const uint32_t r : retired_) {
-    routes_[r].hops.clear();
+  for (const uint32_t r : retired_)
     routes_.release(r);
-  }
   retired_.clear();
   live_routes_.clear();
   for (uint32_t r = 0; r < routes_.capacity(); ++r) {
@@ -329,9 +330,9 @@ void FluidNetwork::rebuild() {
   }
   size_t total = 0;
   for (const uint32_t r : live_routes_) {
-    for (const HopRef& ref : routes_[r].hops)
+    for (const HopRef& ref : path(routes_[r]))
       touch(ref.link);
-    total += routes_[r].hops.size();
+    total += routes_[r].length;
   }
   // Kahn's algorithm on "link a feeds link b" (consecutive hops of a route), in the order the
   // links were met (deterministic); links on a cycle (a routing loop) follow in that order and
@@ -341,7 +342,7 @@ void FluidNetwork::rebuild() {
   count_.assign(n, 0);
   succ_begin_.assign(n + 1, 0);
   for (const uint32_t r : live_routes_) {
-    const std::vector<HopRef>& hops = routes_[r].hops;
+    const std::span<const HopRef> hops = path(routes_[r]);
     for (uint32_t k = 0; k < hops.size(); ++k) {
       ++count_[scratch_[hops[k].link]];
       if (k + 1 == hops.size()) break;
@@ -353,7 +354,7 @@ void FluidNetwork::rebuild() {
   succ_.resize(succ_begin_.back());
   fill_.assign(succ_begin_.begin(), succ_begin_.end() - 1);
   for (const uint32_t r : live_routes_) {
-    const std::vector<HopRef>& hops = routes_[r].hops;
+    const std::span<const HopRef> hops = path(routes_[r]);
     for (uint32_t k = 0; k + 1 < hops.size(); ++k)
       succ_[fill_[scratch_[hops[k].link]]++] = scratch_[hops[k + 1].link];
   }
@@ -384,17 +385,23 @@ void FluidNetwork::rebuild() {
   }
   next_hops_.resize(total);
   next_out_.resize(total);
+  next_refs_.resize(total);
+  uint32_t refs = 0;
   for (const uint32_t r : live_routes_) {
     RouteState& rs = routes_[r];
-    for (uint32_t k = 0; k < rs.hops.size(); ++k) {
-      HopRef& ref = rs.hops[k];
+    std::copy_n(refs_.begin() + rs.path, rs.length, next_refs_.begin() + refs);
+    rs.path = refs;
+    refs += rs.length;
+    const std::span<HopRef> hops{next_refs_.data() + rs.path, rs.length};
+    for (uint32_t k = 0; k < hops.size(); ++k) {
+      HopRef& ref = hops[k];
       const uint32_t to = fill_[scratch_[ref.link]]++;
       Hop& hop = next_hops_[to];
       hop = hops_[ref.at];
       next_out_[to] = out_[ref.at];
       hop.route = r;
-      hop.prev = k == 0 ? kNoIndex : rs.hops[k - 1].at;
-      hop.prev_link = k == 0 ? fabric::LinkId{} : rs.hops[k - 1].link;
+      hop.prev = k == 0 ? kNoIndex : hops[k - 1].at;
+      hop.prev_link = k == 0 ? fabric::LinkId{} : hops[k - 1].link;
       hop.tc = rs.tc;
       hop.sched = k == rs.sched;
       links_[ref.link].senders = links_[ref.link].senders || hop.sched;
@@ -403,6 +410,7 @@ void FluidNetwork::rebuild() {
   }
   hops_.swap(next_hops_);
   out_.swap(next_out_);
+  refs_.swap(next_refs_);
   for (const fabric::LinkId l : touched)
     scratch_[l] = kNoIndex;
   dirty_ = false;
@@ -637,7 +645,7 @@ void FluidNetwork::compute_rates(double now) {
   for (const uint32_t r : live_routes_) {
     RouteState& rs = routes_[r];
     double pass = 1;
-    for (const HopRef& hop : rs.hops)
+    for (const HopRef& hop : path(rs))
       pass *= unmarked_[hop.link];
     rs.p = 1 - pass;
     if (rs.qp == kNoQp) continue;
@@ -657,7 +665,7 @@ void FluidNetwork::compute_rates(double now) {
     rs.x = 0;
     rs.demand = 0;
     if (!rs.sending) continue;
-    const LinkState& first = links_[rs.hops.front().link];
+    const LinkState& first = links_[path(rs).front().link];
     if (rs.tc == TrafficClass::Lossless && (first.source_paused || first.paused)) continue;
     double want = rs.line;
     if (rs.cc && rs.qp != kNoQp) {
@@ -674,7 +682,7 @@ void FluidNetwork::compute_rates(double now) {
         continue;
       }
       double rtt = rs.base_rtt;
-      for (const HopRef& hop : rs.hops) {
+      for (const HopRef& hop : path(rs)) {
         const LinkState& s = links_[hop.link];
         if (s.cap > 0) rtt += (s.queue[0] + s.queue[1] + s.queue[2]) / s.cap;
       }
@@ -689,9 +697,9 @@ void FluidNetwork::compute_rates(double now) {
       // Receiver-driven admission: with its window in flight, a sender sends as the receiver
       // returns credits, i.e. as the last hop delivers.
       double in_flight = 0;
-      for (const HopRef& hop : rs.hops)
+      for (const HopRef& hop : path(rs))
         in_flight += hops_[hop.at].b;
-      if (in_flight >= rs.window) want = std::min(want, out_[rs.hops.back().at]);
+      if (in_flight >= rs.window) want = std::min(want, out_[path(rs).back().at]);
     }
     rs.demand = want;
   }
@@ -828,10 +836,11 @@ Time FluidNetwork::predict(const Due& d, double now) const {
     return Time::seconds(now) + transfer_time(fl.bytes - fl.sent, fl.rate);
   }
   const RouteState& rs = routes_[d.id];
-  if (!rs.live || rs.sending || rs.tracer >= rs.hops.size()) return Time::infinity();
+  if (!draining(rs)) return Time::infinity();
+  const std::span<const HopRef> hops = path(rs);
   double wait = 0;
-  for (uint32_t k = rs.tracer; k < rs.hops.size(); ++k) {
-    const LinkState& s = links_[rs.hops[k].link];
+  for (uint32_t k = rs.tracer; k < hops.size(); ++k) {
+    const LinkState& s = links_[hops[k].link];
     const double served = s.served[static_cast<size_t>(rs.tc)];
     const double ahead = k == rs.tracer ? rs.ahead : s.queue[static_cast<size_t>(rs.tc)];
     if (ahead <= kEmpty) continue;
@@ -914,12 +923,13 @@ void FluidNetwork::commit(Time now) {
     for (const uint32_t r : ended_) {
       RouteState& rs = routes_[r];
       if (!rs.live) continue;
-      for (uint32_t k = 0; k < rs.hops.size(); ++k) {
-        Hop& hop = hops_[rs.hops[k].at];
-        const LinkState& s = links_[rs.hops[k].link];
+      const std::span<const HopRef> hops = path(rs);
+      for (uint32_t k = 0; k < hops.size(); ++k) {
+        Hop& hop = hops_[hops[k].at];
+        const LinkState& s = links_[hops[k].link];
         const double kept = rs.tc == TrafficClass::Lossy ? 1 - s.drop : 1.0;
-        const double a = k == 0 ? 0 : out_[rs.hops[k - 1].at];
-        double& d = out_[rs.hops[k].at];
+        const double a = k == 0 ? 0 : out_[hops[k - 1].at];
+        double& d = out_[hops[k].at];
         d = std::max(0.0, d + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
         hop.a = a;
       }
@@ -935,8 +945,9 @@ void FluidNetwork::commit(Time now) {
 }
 
 bool FluidNetwork::trace(RouteState& rs, double& budget) {
-  while (rs.tracer < rs.hops.size()) {
-    const LinkState& s = links_[rs.hops[rs.tracer].link];
+  const std::span<const HopRef> hops = path(rs);
+  while (rs.tracer < hops.size()) {
+    const LinkState& s = links_[hops[rs.tracer].link];
     // Never more ahead of it than the queue holds (the queue may have drained meanwhile).
     rs.ahead = std::min(rs.ahead, s.queue[static_cast<size_t>(rs.tc)]);
     if (rs.ahead > kEmpty) {
@@ -952,8 +963,8 @@ bool FluidNetwork::trace(RouteState& rs, double& budget) {
     // fluid mixing left of them here stays, for the link to serve (moving it on with the last
     // byte would carry it past the link without using the link's capacity): the flow is
     // delivered once they are through too (advance()).
-    if (++rs.tracer < rs.hops.size())
-      rs.ahead = links_[rs.hops[rs.tracer].link].queue[static_cast<size_t>(rs.tc)];
+    if (++rs.tracer < hops.size())
+      rs.ahead = links_[hops[rs.tracer].link].queue[static_cast<size_t>(rs.tc)];
   }
   return true;
 }
@@ -969,7 +980,7 @@ void FluidNetwork::end_sending(FlowState& fl, double now) {
     rs.sending = false;
     rs.x = 0;
     rs.tracer = 0;
-    rs.ahead = links_[rs.hops[0].link].queue[static_cast<size_t>(rs.tc)];
+    rs.ahead = links_[path(rs)[0].link].queue[static_cast<size_t>(rs.tc)];
     double budget = 0;
     if (!trace(rs, budget)) {
       ++fl.in_flight;
@@ -989,6 +1000,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       // ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2
       // accepts ECN but never asks for it).
       const bool marks = s.p > 0 && !observers_.empty();
+      double marked = 0;  // bytes
       for (uint32_t i = s.begin; i < s.end; ++i) {
         Hop& hop = hops_[i];
         double a = hop.a;
@@ -1013,11 +1025,11 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
             o->on_drop(l, hop.tc, t, hop.w * hop.b);
           hop.b = 0;
         }
-        if (marks && hop.tc != TrafficClass::Lossy) {
-          const double n = s.p * hop.w * out_[i] * dt / config_.packet;
-          for (NetworkObserver* o : observers_)
-            o->on_ecn(l, routes_[hop.route].qp, t, n);
-        }
+        if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[i];
+      }
+      if (marked > 0) {
+        for (NetworkObserver* o : observers_)
+          o->on_ecn(l, t, s.p * marked * dt / config_.packet);
       }
     }
     for (uint32_t h = 0; h < flows_.capacity(); ++h) {
@@ -1084,7 +1096,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     // delivered (the engine adds the wire).
     if (fl.sending || fl.in_flight > 0) continue;
     const bool drained = std::all_of(fl.routes.begin(), fl.routes.end(), [&](uint32_t r) {
-      return std::all_of(routes_[r].hops.begin(), routes_[r].hops.end(),
+      return std::all_of(path(routes_[r]).begin(), path(routes_[r]).end(),
                          [&](const HopRef& hop) { return hops_[hop.at].b <= kEmpty; });
     });
     if (!drained) continue;
@@ -1093,7 +1105,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       // Retired: its hops stay in their links' ranges, empty, until the next rebuild.
       RouteState& rs = routes_[r];
       rs.live = false;
-      for (const HopRef& ref : rs.hops) {
+      for (const HopRef& ref : path(rs)) {
         hops_[ref.at].a = hops_[ref.at].b = out_[ref.at] = 0;
       }
       retired_.push_back(r);
@@ -1131,10 +1143,10 @@ void FluidNetwork::detect_deadlock() {
   waits.resize(paused.size());
   for (const uint32_t r : live_routes_) {
     const RouteState& rs = routes_[r];
-    for (uint32_t k = 1; k < rs.hops.size(); ++k) {
-      const int32_t from = index[rs.hops[k - 1].link], to = index[rs.hops[k].link];
-      if (from >= 0 && to >= 0 && hops_[rs.hops[k].at].b > 0)
-        waits[from].push_back(rs.hops[k].link);
+    const std::span<const HopRef> hops = path(rs);
+    for (uint32_t k = 1; k < hops.size(); ++k) {
+      const int32_t from = index[hops[k - 1].link], to = index[hops[k].link];
+      if (from >= 0 && to >= 0 && hops_[hops[k].at].b > 0) waits[from].push_back(hops[k].link);
     }
   }
   // Iterative depth-first search with colours; report the first cycle found.

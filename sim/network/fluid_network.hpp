@@ -178,7 +178,7 @@ class FluidNetwork final : public NetworkModel {
     double demand = 0;    // what the sender asks for in this interval
     double x = 0;         // injection rate (bytes/s)
     double p = 0;         // marking probability seen by the route
-    std::vector<HopRef> hops;
+    uint32_t path = 0, length = 0;  // its hops: refs_[path, path + length), in order
     bool live = false;
     bool sending = true;  // false once the flow's last byte left the sender
     // The last byte, once sent: the hop whose queue it is in, and the bytes (on that link)
@@ -226,6 +226,8 @@ class FluidNetwork final : public NetworkModel {
     double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
     uint32_t begin = 0, end = 0;  // its route hops in hops_, rebuilt when routes come and go
     bool senders = false;         // some of them are scheduled here (a sender's port)
+    bool paused = false;          // the receiver paused this link (lossless)
+    bool source_paused = false;   // the senders' own send queue is full
     std::array<double, kTrafficClasses> queue{};
     std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
     std::array<double, kTrafficClasses> frac{};    // share of what each class asked for
@@ -234,10 +236,8 @@ class FluidNetwork final : public NetworkModel {
     double p = 0;        // marking probability of the egress queue
     double kmin = 0, kmax = 0, pmax = 0;
     bool ecn = false;
-    bool paused = false;         // the receiver paused this link (lossless)
-    bool source_paused = false;  // the senders' own send queue is full
-    bool queued = false;         // had bytes queued at the last computation
-    bool storm = false;          // the current pause outlasted the watchdog
+    bool queued = false;  // had bytes queued at the last computation
+    bool storm = false;   // the current pause outlasted the watchdog
     double paused_since = 0;
   };
 
@@ -280,7 +280,12 @@ class FluidNetwork final : public NetworkModel {
   void plan(double now, bool full);
   /// Whether a route's last byte has been sent and is still in a queue.
   static bool draining(const RouteState& rs) {
-    return rs.live && !rs.sending && rs.tracer < rs.hops.size();
+    return rs.live && !rs.sending && rs.tracer < rs.length;
+  }
+  /// A route's hops, in order.
+  std::span<HopRef> path(const RouteState& rs) { return {refs_.data() + rs.path, rs.length}; }
+  std::span<const HopRef> path(const RouteState& rs) const {
+    return {refs_.data() + rs.path, rs.length};
   }
   /// A flow's sender sent its last byte at `now`: its routes' last bytes start on their way.
   void end_sending(FlowState& fl, double now);
@@ -303,11 +308,15 @@ class FluidNetwork final : public NetworkModel {
   // The links with route hops (or a pause or a queue to watch), upstream before downstream.
   std::vector<fabric::LinkId> order_;
   std::vector<Hop> hops_;
+  // The routes' hops, each route's in a row (live routes in slot order after rebuild(); those
+  // set since at the end).
+  std::vector<HopRef> refs_;
   // Each hop's departure rate (bytes/s), beside hops_: the next hop of its route reads it.
   std::vector<double> out_;
   // rebuild()'s scratch, kept between calls.
   std::vector<Hop> next_hops_;
   std::vector<double> next_out_;
+  std::vector<HopRef> next_refs_;
   std::vector<uint32_t> scratch_;
   std::vector<fabric::LinkId> touched_;
   std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_, count_;

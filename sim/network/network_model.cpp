@@ -20,7 +20,7 @@ std::string_view traffic_class_name(TrafficClass c) {
 
 void NetworkObserver::on_queue(fabric::LinkId, TrafficClass, Time, double) {}
 void NetworkObserver::on_pause(fabric::LinkId, TrafficClass, Time, bool) {}
-void NetworkObserver::on_ecn(fabric::LinkId, QpId, Time, double) {}
+void NetworkObserver::on_ecn(fabric::LinkId, Time, double) {}
 void NetworkObserver::on_cnp(QpId, Time, double) {}
 void NetworkObserver::on_drop(fabric::LinkId, TrafficClass, Time, double) {}
 void NetworkObserver::on_rate(QpId, Time, double) {}

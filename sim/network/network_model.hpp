@@ -97,8 +97,9 @@ class NetworkObserver {
   virtual void on_queue(fabric::LinkId link, TrafficClass c, Time t, double bytes);
   /// PFC on a link: the link's sender stops (paused) or resumes sending class c.
   virtual void on_pause(fabric::LinkId link, TrafficClass c, Time t, bool paused);
-  /// ECN marks on the egress of a link, counted in packets (fractional for a fluid model).
-  virtual void on_ecn(fabric::LinkId link, QpId qp, Time t, double packets);
+  /// ECN marks on the egress of a link since its last report, counted in packets (fractional
+  /// for a fluid model). Which QPs they reach shows in their CNPs (on_cnp).
+  virtual void on_ecn(fabric::LinkId link, Time t, double packets);
   /// Congestion notifications received by a QP's sender (fractional for a fluid model).
   virtual void on_cnp(QpId qp, Time t, double cnps);
   /// Bytes lost at a full egress queue.
