@@ -63,11 +63,9 @@ void CongestionRecorder::on_ecn(fabric::LinkId link, Time, double packets) {
   links_[link].ecn_marks += packets;
 }
 
-void CongestionRecorder::on_cnp(network::QpId qp, Time, double cnps) {
+void CongestionRecorder::on_cnp(network::QpId, Time, double cnps) {
   seen();
   cnps_ += cnps;
-  if (qp >= cnps_by_qp_.size()) cnps_by_qp_.resize(qp + 1, 0.0);
-  cnps_by_qp_[qp] += cnps;
 }
 
 void CongestionRecorder::on_drop(fabric::LinkId link, network::TrafficClass, Time, double bytes) {

@@ -75,8 +75,6 @@ class CongestionRecorder final : public network::NetworkObserver {
   const std::vector<LinkCongestion>& links() const { return links_; }
   const std::vector<TierCongestion>& tiers() const { return tiers_; }
   double cnps() const { return cnps_; }
-  /// CNPs received by each QP's sender (indexed by QP; QPs past the end received none).
-  const std::vector<double>& cnps_by_qp() const { return cnps_by_qp_; }
   const std::map<fabric::LinkId, Series>& queue_series() const { return queue_series_; }
   const std::map<network::QpId, Series>& rate_series() const { return rate_series_; }
 
@@ -90,7 +88,6 @@ class CongestionRecorder final : public network::NetworkObserver {
   std::vector<Time> paused_since_;  // Time::infinity() when not paused
   std::vector<TierCongestion> tiers_;
   double cnps_ = 0;
-  std::vector<double> cnps_by_qp_;
   std::map<fabric::LinkId, Series> queue_series_;
   std::map<network::QpId, Series> rate_series_;
   // Direct lookups of the series (the models report every step): a link's queue series once

@@ -1058,18 +1058,20 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
           o->on_rate(rs.qp, t, q.rc);
       }
     }
-    // TCP windows, from what the connections sent and lost.
-    for (const uint32_t r : tcp_ ? live_routes_ : no_routes_) {
-      const RouteState& rs = routes_[r];
-      if (!rs.tcp || rs.qp == kNoQp) continue;
-      QpState& q = qps_[rs.qp];
-      if (q.last >= to) continue;
-      const double before = q.cwnd;
-      update_tcp(q, to, to - q.last);
-      q.last = to;
-      if (q.cwnd != before) {
-        for (NetworkObserver* o : observers_)
-          o->on_rate(rs.qp, t, q.cwnd / std::max(q.rtt, 1e-12));
+    // TCP windows, from what the connections sent and lost (if any connection ever was TCP).
+    if (tcp_) {
+      for (const uint32_t r : live_routes_) {
+        const RouteState& rs = routes_[r];
+        if (!rs.tcp || rs.qp == kNoQp) continue;
+        QpState& q = qps_[rs.qp];
+        if (q.last >= to) continue;
+        const double before = q.cwnd;
+        update_tcp(q, to, to - q.last);
+        q.last = to;
+        if (q.cwnd != before) {
+          for (NetworkObserver* o : observers_)
+            o->on_rate(rs.qp, t, q.cwnd / std::max(q.rtt, 1e-12));
+        }
       }
     }
   }

@@ -329,10 +329,9 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> draining_;  // routes whose last byte may be in a queue (draining())
   std::vector<QpId> in_use_;        // QPs of the routes at the last computation
   bool tcp_ = false;                // a route of TCP was ever added
-  const std::vector<uint32_t> no_routes_;
-  std::vector<uint32_t> retired_;  // routes done, released at the next rebuild
-  Time grid_{};                    // the step after the last computation
-  std::vector<Due> due_;           // a heap, earliest first
+  std::vector<uint32_t> retired_;   // routes done, released at the next rebuild
+  Time grid_{};                     // the step after the last computation
+  std::vector<Due> due_;            // a heap, earliest first
   size_t active_flows_ = 0;
   double now_ = 0;       // s, time of the last advance or commit
   bool moving_ = false;  // queues, pauses or rate control in motion: step

@@ -98,16 +98,13 @@ void MaxMinNetwork::EndQueue::push(int64_t now_ps, int64_t end_ps, Pending p) {
 }
 
 int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
-  const auto stale = [&](const Pending& p) {
-    return !state[p.flow].live || state[p.flow].version != p.version;
-  };
   int64_t best = std::numeric_limits<int64_t>::max();
   for (Lane& l : lanes_) {
-    while (l.count > 0 && stale(l.front().p))
+    while (l.count > 0 && !current(l.front().p, state))
       l.pop();
     if (l.count > 0) best = std::min(best, l.front().end_ps);
   }
-  while (!heap_.empty() && stale(heap_.top().p))
+  while (!heap_.empty() && !current(heap_.top().p, state))
     heap_.pop();
   if (!heap_.empty()) best = std::min(best, heap_.top().end_ps);
   return best;
@@ -115,19 +112,17 @@ int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
 
 void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& state,
                                    std::vector<Pending>& out) {
-  const auto current = [&](const Pending& p) {
-    return state[p.flow].live && state[p.flow].version == p.version;
-  };
   const size_t first = out.size();
   bool ordered = true;
   const auto add = [&](const Pending& p) {
-    if (!current(p)) return;  // stale
+    if (!current(p, state)) return;  // stale
     ordered = ordered && (out.size() == first || out.back().flow < p.flow);
     out.push_back(p);
   };
   // Ends before `t` can only be stale: the network is never advanced past a current end.
   const auto due = [&](const Entry& e) {
-    ROCESIM_CHECK(e.end_ps >= t || !current(e.p), "the network was advanced past a flow's end");
+    ROCESIM_CHECK(e.end_ps >= t || !current(e.p, state),
+                  "the network was advanced past a flow's end");
     return e.end_ps <= t;
   };
   for (Lane& l : lanes_) {

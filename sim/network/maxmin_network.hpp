@@ -70,6 +70,10 @@ class MaxMinNetwork final : public NetworkModel {
     void take(int64_t t, const std::vector<FlowState>& state, std::vector<Pending>& out);
 
    private:
+    /// Whether an end is still the flow's (not stale: the flow is live and its rate unchanged).
+    static bool current(const Pending& p, const std::vector<FlowState>& state) {
+      return state[p.flow].live && state[p.flow].version == p.version;
+    }
     struct Entry {
       int64_t end_ps;
       Pending p;
