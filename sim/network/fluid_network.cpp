@@ -9,6 +9,8 @@
 #include <numeric>
 #include <string>
 
+#include <omp.h>
+
 #include "sim/core/error.hpp"
 
 namespace rocesim::network {
@@ -47,9 +49,10 @@ double headroom_bytes(double line_bps, double cable_s, double frame_bytes) {
 // ---------------------------------------------------------------------------------------------
 // Construction and flows
 
-FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config)
-    : fabric_(f), config_(config) {
+FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, int threads)
+    : fabric_(f), config_(config), threads_(std::max(1, threads)) {
   ROCESIM_CHECK(config.step > 0, "the fluid step is positive");
+  parts_.resize(static_cast<size_t>(threads_));
   links_.resize(f.link_count());
   unmarked_.assign(f.link_count(), 1.0);
   stats_.resize(f.link_count());
@@ -270,6 +273,7 @@ void FluidNetwork::resend(FlowState& fl) {
   fl.in_flight = 0;
   for (const uint32_t r : fl.routes) {
     RouteState& rs = routes_[r];
+    if (!rs.sending && rs.cc && rs.qp != kNoQp) ++qps_[rs.qp].sending;
     rs.sending = true;
     rs.tracer = 0;
     rs.ahead = 0;
@@ -358,16 +362,23 @@ void FluidNetwork::rebuild() {
     for (uint32_t k = 0; k + 1 < hops.size(); ++k)
       succ_[fill_[scratch_[hops[k].link]]++] = scratch_[hops[k + 1].link];
   }
+  // The queue of ready links holds them level by level: those a level makes ready come after
+  // it, and no link of a level feeds another of the same level.
   order_.clear();
   ready_.clear();
+  levels_.assign(1, 0);
   for (uint32_t i = 0; i < n; ++i) {
     if (indegree_[i] == 0) ready_.push_back(i);
   }
-  for (size_t i = 0; i < ready_.size(); ++i) {
+  for (size_t i = 0, level_end = ready_.size(); i < ready_.size(); ++i) {
     const uint32_t x = ready_[i];
     order_.push_back(touched[x]);
     for (uint32_t j = succ_begin_[x]; j < succ_begin_[x + 1]; ++j) {
       if (--indegree_[succ_[j]] == 0) ready_.push_back(succ_[j]);
+    }
+    if (i + 1 == level_end) {
+      levels_.push_back(static_cast<uint32_t>(i + 1));
+      level_end = ready_.size();
     }
   }
   for (uint32_t i = 0; i < n; ++i) {
@@ -411,6 +422,64 @@ void FluidNetwork::rebuild() {
   hops_.swap(next_hops_);
   out_.swap(next_out_);
   refs_.swap(next_refs_);
+  order_end_.clear();
+  sender_links_.clear();
+  for (const fabric::LinkId l : order_) {
+    order_end_.push_back(links_[l].end);
+    if (links_[l].senders) sender_links_.push_back(l);
+  }
+  // The sending nodes, each with its links.
+  if (node_slot_.size() < fabric_.node_count()) node_slot_.assign(fabric_.node_count(), kNoIndex);
+  nodes_.clear();
+  node_begin_.assign(1, 0);
+  for (const fabric::LinkId l : order_) {
+    uint32_t& slot = node_slot_[fabric_.link(l).src];
+    if (slot == kNoIndex) {
+      slot = static_cast<uint32_t>(nodes_.size());
+      nodes_.push_back(fabric_.link(l).src);
+      node_begin_.push_back(0);
+    }
+    ++node_begin_[slot + 1];
+  }
+  std::partial_sum(node_begin_.begin(), node_begin_.end(), node_begin_.begin());
+  node_links_.resize(order_.size());
+  fill_.assign(node_begin_.begin(), node_begin_.end() - 1);
+  node_hops_.assign(nodes_.size(), 0);
+  for (const fabric::LinkId l : order_) {
+    const uint32_t slot = node_slot_[fabric_.link(l).src];
+    node_links_[fill_[slot]++] = l;
+    node_hops_[slot] += links_[l].end - links_[l].begin;
+  }
+  std::partial_sum(node_hops_.begin(), node_hops_.end(), node_hops_.begin());
+  for (const fabric::NodeId v : nodes_)
+    node_slot_[v] = kNoIndex;
+  // The QPs in use, each with its routes; those no route uses any more have no users.
+  for (const QpId q : in_use_) {
+    QpState& qp = qps_[q];
+    qp.users = qp.sending = 0;
+    qp.p = qp.x = 0;
+    qp.listed = false;
+  }
+  in_use_.clear();
+  qp_begin_.assign(1, 0);
+  for (const uint32_t r : live_routes_) {
+    const QpId q = routes_[r].qp;
+    if (q == kNoQp) continue;
+    QpState& qp = qps_[q];
+    if (!qp.listed) {
+      qp.listed = true;
+      qp.use = static_cast<uint32_t>(in_use_.size());
+      in_use_.push_back(q);
+      qp_begin_.push_back(0);
+    }
+    ++qp_begin_[qp.use + 1];
+  }
+  std::partial_sum(qp_begin_.begin(), qp_begin_.end(), qp_begin_.begin());
+  qp_routes_.resize(qp_begin_.back());
+  fill_.assign(qp_begin_.begin(), qp_begin_.end() - 1);
+  for (const uint32_t r : live_routes_) {
+    if (routes_[r].qp != kNoQp) qp_routes_[fill_[qps_[routes_[r].qp].use]++] = r;
+  }
   for (const fabric::LinkId l : touched)
     scratch_[l] = kNoIndex;
   dirty_ = false;
@@ -581,49 +650,100 @@ void FluidNetwork::update_qp(QpState& q, double dt) const {
 // ---------------------------------------------------------------------------------------------
 // Rates
 
+template <class Body>
+void FluidNetwork::in_parts(size_t work, Body&& body) {
+  // (Below a thousand items a pass takes a few microseconds, about what waking threads costs.)
+  constexpr size_t kParallelWork = 1024;
+  if (threads_ == 1 || work < kParallelWork) {
+    body(size_t{0}, size_t{1});
+    return;
+  }
+#pragma omp parallel num_threads(threads_)
+  body(static_cast<size_t>(omp_get_thread_num()), static_cast<size_t>(omp_get_num_threads()));
+}
+
+std::pair<uint32_t, uint32_t> FluidNetwork::link_part(uint32_t lo, uint32_t hi, size_t part,
+                                                      size_t parts) const {
+  if (lo >= hi) return {lo, lo};
+  const uint64_t first = links_[order_[lo]].begin, last = order_end_[hi - 1];
+  auto cut = [&](size_t k) {
+    if (k == 0) return lo;
+    if (k == parts) return hi;
+    // The first link that ends past the part's share of the hops starts the next part.
+    const uint64_t target = first + (last - first) * k / parts;
+    return static_cast<uint32_t>(
+        std::upper_bound(order_end_.begin() + lo, order_end_.begin() + hi, target) -
+        order_end_.begin());
+  };
+  return {cut(part), cut(part + 1)};
+}
+
+std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts) const {
+  const auto n = static_cast<uint32_t>(nodes_.size());
+  auto cut = [&](size_t k) {
+    if (k == 0) return uint32_t{0};
+    if (k == parts) return n;
+    const uint64_t target = uint64_t{node_hops_.back()} * k / parts;
+    return static_cast<uint32_t>(std::upper_bound(node_hops_.begin(), node_hops_.end(), target) -
+                                 node_hops_.begin());
+  };
+  return n == 0 ? std::pair{0u, 0u} : std::pair{cut(part), cut(part + 1)};
+}
+
 void FluidNetwork::compute_rates(double now) {
   if (dirty_) rebuild();
-  // Queues, ingress counters and buffer use, from the routes' bytes.
-  for (const fabric::LinkId l : order_) {
-    LinkState& s = links_[l];
-    s.queue.fill(0);
-    s.ingress = 0;
-    s.source = 0;
-    node_used_[fabric_.link(l).src] = 0;
+  for (Part& p : parts_) {
+    p.moving = false;
+    p.wake = 1e300;
   }
-  bool moving = false;
-  for (const fabric::LinkId l : order_) {
-    LinkState& s = links_[l];
-    double lossless = 0, lossy = 0, control = 0;
-    for (uint32_t i = s.begin; i < s.end; ++i) {
-      const Hop& hop = hops_[i];
-      const double bytes = hop.w * hop.b;
-      if (bytes <= 0) continue;
-      if (hop.tc == TrafficClass::Lossless) {
-        lossless += bytes;
-        if (hop.prev == kNoIndex) {
-          s.source += bytes;
-        } else {
-          links_[hop.prev_link].ingress += bytes;
+  const auto links = static_cast<uint32_t>(order_.size());
+  // Queues, ingress counters and buffer use from the routes' bytes, node by node: a node's
+  // egress queues hold what came over its ingress links.
+  for (const fabric::LinkId l : order_)
+    links_[l].ingress = 0;
+  in_parts(hops_.size(), [&](size_t part, size_t parts) {
+    const auto [lo, hi] = node_part(part, parts);
+    bool moving = false;
+    for (uint32_t n = lo; n < hi; ++n) {
+      double used = 0;
+      for (uint32_t k = node_begin_[n]; k < node_begin_[n + 1]; ++k) {
+        LinkState& s = links_[node_links_[k]];
+        double lossless = 0, lossy = 0, control = 0, source = 0;
+        for (uint32_t j = s.begin; j < s.end; ++j) {
+          const Hop& hop = hops_[j];
+          const double bytes = hop.w * hop.b;
+          if (bytes <= 0) continue;
+          if (hop.tc == TrafficClass::Lossless) {
+            lossless += bytes;
+            if (hop.prev == kNoIndex) {
+              source += bytes;
+            } else {
+              links_[hop.prev_link].ingress += bytes;
+            }
+          } else if (hop.tc == TrafficClass::Lossy) {
+            lossy += bytes;
+          } else {
+            control += bytes;
+          }
         }
-      } else if (hop.tc == TrafficClass::Lossy) {
-        lossy += bytes;
-      } else {
-        control += bytes;
+        s.queue = {lossless, lossy, control};
+        s.source = source;
+        const double held = lossless + lossy + control;
+        moving = moving || held > 0;
+        used += held;
       }
+      node_used_[nodes_[n]] = used;
     }
-    s.queue = {lossless, lossy, control};
-    const double held = lossless + lossy + control;
-    moving = moving || held > 0;
-    node_used_[fabric_.link(l).src] += held;
-  }
+    parts_[part].moving = moving;
+  });
+  bool in_motion = false;
   update_pauses(now);
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
     const double q = s.queue[0] + s.queue[1];
     s.p = marking(s, q);
     unmarked_[l] = 1 - s.p;
-    moving = moving || s.paused || s.source_paused || s.p > 0;
+    in_motion = in_motion || s.paused || s.source_paused || s.p > 0;
     // Queue depths while they are not zero, and once when they become zero again.
     const bool queued = q + s.queue[2] > 0;
     if (!observers_.empty() && (queued || s.queued)) {
@@ -634,199 +754,231 @@ void FluidNetwork::compute_rates(double now) {
     }
     s.queued = queued;
   }
-  // What each QP sees and who uses it (a QP whose routes have all gone has no users).
-  for (const QpId q : in_use_) {
-    qps_[q].users = 0;
-    qps_[q].p = 0;
-    qps_[q].x = 0;
-    qps_[q].listed = false;
-  }
-  in_use_.clear();
-  for (const uint32_t r : live_routes_) {
-    RouteState& rs = routes_[r];
-    double pass = 1;
-    for (const HopRef& hop : path(rs))
-      pass *= unmarked_[hop.link];
-    rs.p = 1 - pass;
-    if (rs.qp == kNoQp) continue;
-    QpState& q = qps_[rs.qp];
-    if (!q.listed) {
-      q.listed = true;
-      in_use_.push_back(rs.qp);
+  // What each QP sees (the most marked of its routes) and who uses it.
+  const size_t qps = in_use_.size();
+  in_parts(live_routes_.size(), [&](size_t part, size_t parts) {
+    for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
+      QpState& q = qps_[in_use_[i]];
+      q.users = q.sending = 0;
+      q.p = q.x = 0;
+      for (uint32_t j = qp_begin_[i]; j < qp_begin_[i + 1]; ++j) {
+        const RouteState& rs = routes_[qp_routes_[j]];
+        if (!rs.sending) continue;
+        ++q.users;
+        if (rs.cc) ++q.sending;
+        double pass = 1;
+        for (const HopRef& hop : path(rs))
+          pass *= unmarked_[hop.link];
+        q.p = std::max(q.p, 1 - pass);
+      }
     }
-    if (!rs.sending) continue;
-    ++q.users;
-    q.p = std::max(q.p, rs.p);
-  }
-  // Senders' demands, then the port each sends from shared max-min (the NIC's round robin).
-  double wake = 1e300;
-  for (const uint32_t r : live_routes_) {
-    RouteState& rs = routes_[r];
-    rs.x = 0;
-    rs.demand = 0;
-    if (!rs.sending) continue;
-    const LinkState& first = links_[path(rs).front().link];
-    if (rs.tc == TrafficClass::Lossless && (first.source_paused || first.paused)) continue;
-    double want = rs.line;
-    if (rs.cc && rs.qp != kNoQp) {
-      const QpState& q = qps_[rs.qp];
-      want = q.rc / q.users;
-      moving = moving || q.rc < q.line || q.rt < q.line;
+  });
+  const size_t routes = live_routes_.size();
+  // Senders' demands (on one thread with TCP, whose routes write their QP's round trip), then
+  // the port each sends from shared max-min (the NIC's round robin).
+  in_parts(tcp_ ? 0 : routes, [&](size_t part, size_t parts) {
+    bool moving = false;
+    double wake = 1e300;
+    for (size_t i = routes * part / parts; i < routes * (part + 1) / parts; ++i) {
+      RouteState& rs = routes_[live_routes_[i]];
+      rs.x = 0;
+      rs.demand = 0;
+      if (!rs.sending) continue;
+      const LinkState& first = links_[path(rs).front().link];
+      if (rs.tc == TrafficClass::Lossless && (first.source_paused || first.paused)) continue;
+      double want = rs.line;
+      if (rs.cc && rs.qp != kNoQp) {
+        const QpState& q = qps_[rs.qp];
+        want = q.rc / q.users;
+        moving = moving || q.rc < q.line || q.rt < q.line;
+      }
+      if (rs.tcp && rs.qp != kNoQp) {
+        // TCP: a window per round trip, the round trip growing with the queues on the way (the
+        // fluid model of Misra, Gong and Towsley); nothing during a retransmission time-out.
+        QpState& q = qps_[rs.qp];
+        if (q.rto_until > now + 1e-12) {  // (a picosecond: the clock's grain)
+          wake = std::min(wake, q.rto_until);
+          continue;
+        }
+        double rtt = rs.base_rtt;
+        for (const HopRef& hop : path(rs)) {
+          const LinkState& s = links_[hop.link];
+          if (s.cap > 0) rtt += (s.queue[0] + s.queue[1] + s.queue[2]) / s.cap;
+        }
+        q.rtt = rtt;
+        want = std::min(q.line, q.cwnd / rtt);
+        if (config_.tcp.host_rate > 0) want = std::min(want, config_.tcp.host_rate);
+        want /= q.users;
+        // The window grows while it bounds the rate (and until its maximum).
+        moving = moving || (q.cwnd < config_.tcp.max_window && q.cwnd / rtt < q.line);
+      }
+      if (rs.window > 0) {
+        // Receiver-driven admission: with its window in flight, a sender sends as the receiver
+        // returns credits, i.e. as the last hop delivers.
+        double in_flight = 0;
+        for (const HopRef& hop : path(rs))
+          in_flight += hops_[hop.at].b;
+        if (in_flight >= rs.window) want = std::min(want, out_[path(rs).back().at]);
+      }
+      rs.demand = want;
     }
-    if (rs.tcp && rs.qp != kNoQp) {
-      // TCP: a window per round trip, the round trip growing with the queues on the way (the
-      // fluid model of Misra, Gong and Towsley); nothing during a retransmission time-out.
-      QpState& q = qps_[rs.qp];
-      if (q.rto_until > now + 1e-12) {  // (a picosecond: the clock's grain)
-        wake = std::min(wake, q.rto_until);
+    parts_[part].moving = parts_[part].moving || moving;
+    parts_[part].wake = std::min(parts_[part].wake, wake);
+  });
+  const size_t ports = sender_links_.size();
+  in_parts(hops_.size(), [&](size_t part, size_t parts) {
+    std::vector<std::pair<double, uint32_t>>& senders = parts_[part].senders;
+    for (size_t i = ports * part / parts; i < ports * (part + 1) / parts; ++i) {
+      const LinkState& s = links_[sender_links_[i]];
+      senders.clear();
+      double asked = 0;
+      for (uint32_t j = s.begin; j < s.end; ++j) {
+        const Hop& hop = hops_[j];
+        if (!hop.sched) continue;
+        const double demand = routes_[hop.route].demand;
+        if (demand <= 0) continue;
+        senders.emplace_back(demand, hop.route);
+        asked += demand;
+      }
+      // Max-min: those asking for less than the level get what they ask, the others the level,
+      // (capacity left) / (senders left); the level rises as senders below it are served.
+      double left = s.cap;
+      if (asked <= left) {
+        for (const auto& [demand, r] : senders)
+          routes_[r].x = demand;
         continue;
       }
-      double rtt = rs.base_rtt;
-      for (const HopRef& hop : path(rs)) {
-        const LinkState& s = links_[hop.link];
-        if (s.cap > 0) rtt += (s.queue[0] + s.queue[1] + s.queue[2]) / s.cap;
-      }
-      q.rtt = rtt;
-      want = std::min(q.line, q.cwnd / rtt);
-      if (config_.tcp.host_rate > 0) want = std::min(want, config_.tcp.host_rate);
-      want /= q.users;
-      // The window grows while it bounds the rate (and until its maximum).
-      moving = moving || (q.cwnd < config_.tcp.max_window && q.cwnd / rtt < q.line);
-    }
-    if (rs.window > 0) {
-      // Receiver-driven admission: with its window in flight, a sender sends as the receiver
-      // returns credits, i.e. as the last hop delivers.
-      double in_flight = 0;
-      for (const HopRef& hop : path(rs))
-        in_flight += hops_[hop.at].b;
-      if (in_flight >= rs.window) want = std::min(want, out_[path(rs).back().at]);
-    }
-    rs.demand = want;
-  }
-  std::vector<std::pair<double, uint32_t>>& senders = senders_;
-  for (const fabric::LinkId l : order_) {
-    if (!links_[l].senders) continue;
-    senders.clear();
-    double asked = 0;
-    for (uint32_t i = links_[l].begin; i < links_[l].end; ++i) {
-      const Hop& hop = hops_[i];
-      if (!hop.sched) continue;
-      const double demand = routes_[hop.route].demand;
-      if (demand <= 0) continue;
-      senders.emplace_back(demand, hop.route);
-      asked += demand;
-    }
-    // Max-min: those asking for less than the level get what they ask, the others the level,
-    // (capacity left) / (senders left); the level rises as senders below it are served.
-    double left = links_[l].cap;
-    if (asked <= left) {
-      for (const auto& [demand, r] : senders)
-        routes_[r].x = demand;
-      continue;
-    }
-    auto rest = senders.begin();
-    while (rest != senders.end()) {
-      const double level = std::max(0.0, left) / static_cast<double>(senders.end() - rest);
-      const auto above =
-          std::partition(rest, senders.end(), [level](const auto& x) { return x.first <= level; });
-      if (above == rest) {
-        for (; rest != senders.end(); ++rest)
-          routes_[rest->second].x = level;
-        break;
-      }
-      for (; rest != above; ++rest) {
-        routes_[rest->second].x = rest->first;
-        left -= rest->first;
+      auto rest = senders.begin();
+      while (rest != senders.end()) {
+        const double level = std::max(0.0, left) / static_cast<double>(senders.end() - rest);
+        const auto above = std::partition(rest, senders.end(),
+                                          [level](const auto& x) { return x.first <= level; });
+        if (above == rest) {
+          for (; rest != senders.end(); ++rest)
+            routes_[rest->second].x = level;
+          break;
+        }
+        for (; rest != above; ++rest) {
+          routes_[rest->second].x = rest->first;
+          left -= rest->first;
+        }
       }
     }
-  }
-  // Flows: a pipeline's routes move in lockstep; rate caps.
-  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
-    FlowState& fl = flows_[h];
-    if (!fl.live || !fl.sending) continue;
-    double rate = fl.cap;
-    for (const uint32_t r : fl.routes)
-      rate = std::min(rate, routes_[r].x / routes_[r].share);
-    fl.rate = rate;
-    for (const uint32_t r : fl.routes) {
-      RouteState& rs = routes_[r];
-      rs.x = rate * rs.share;
-      if (rs.tcp) qps_[rs.qp].x += rs.x;
+  });
+  // Flows: a pipeline's routes move in lockstep; rate caps (on one thread with TCP, whose
+  // routes add to their QP's rate).
+  const size_t slots = flows_.capacity();
+  in_parts(tcp_ ? 0 : slots, [&](size_t part, size_t parts) {
+    for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
+      FlowState& fl = flows_[static_cast<uint32_t>(h)];
+      if (!fl.live || !fl.sending) continue;
+      double rate = fl.cap;
+      for (const uint32_t r : fl.routes)
+        rate = std::min(rate, routes_[r].x / routes_[r].share);
+      fl.rate = rate;
+      for (const uint32_t r : fl.routes) {
+        RouteState& rs = routes_[r];
+        rs.x = rate * rs.share;
+        if (rs.tcp) qps_[rs.qp].x += rs.x;
+      }
     }
-  }
-  wake_ = wake;
-  // Queues in the order links feed each other: each serves what it holds and what arrives.
+  });
+  // Queues in the order links feed each other, level by level: each serves what it holds and
+  // what arrives.
   const double grid = (std::floor(now / config_.step + 1e-9) + 1) * config_.step;
   const double dt = grid - now;  // what the rates are planned for
-  for (const fabric::LinkId l : order_) {
-    LinkState& s = links_[l];
-    double lossless = 0, lossy = 0, control = 0;
-    for (uint32_t i = s.begin; i < s.end; ++i) {
-      Hop& hop = hops_[i];
-      hop.a = hop.prev == kNoIndex ? routes_[hop.route].x : out_[hop.prev];
-      const double asks = hop.w * (hop.b / dt + hop.a);
-      if (hop.tc == TrafficClass::Lossless) {
-        lossless += asks;
-      } else if (hop.tc == TrafficClass::Lossy) {
-        lossy += asks;
-      } else {
-        control += asks;
+  in_parts(hops_.size(), [&](size_t part, size_t parts) {
+    bool moving = false;
+    for (size_t v = 0; v + 1 < levels_.size(); ++v) {
+      const auto [lo, hi] = link_part(levels_[v], levels_[v + 1], part, parts);
+      for (uint32_t i = lo; i < hi; ++i) {
+        if (serve(order_[i], dt)) moving = true;
       }
+#pragma omp barrier
     }
-    std::array<double, kTrafficClasses> need{lossless, lossy, control};
-    std::array<double, kTrafficClasses> serve{};
-    double left = s.cap;
-    serve[2] = std::min(need[2], left);  // control: strict priority
-    left -= serve[2];
-    const double need_ll = s.paused ? 0 : need[0], need_ly = need[1];
-    const double w_ll = 1, w_ly = config_.lossy_weight;
-    if (need_ll + need_ly <= left) {
-      serve[0] = need_ll;
-      serve[1] = need_ly;
-    } else if (need_ll <= left * w_ll / (w_ll + w_ly)) {
-      serve[0] = need_ll;
-      serve[1] = left - need_ll;
-    } else if (need_ly <= left * w_ly / (w_ll + w_ly)) {
-      serve[1] = need_ly;
-      serve[0] = left - need_ly;
-    } else {
-      serve[0] = left * w_ll / (w_ll + w_ly);
-      serve[1] = left * w_ly / (w_ll + w_ly);
-    }
-    s.served = serve;
-    // A full lossy queue drops what arrives beyond what it serves and has room for (drop-tail);
-    // the route hops there lose the same fraction of their arrivals.
-    s.drop = 0;
-    if (need[1] > 0) {
-      const double room = lossy_cap(l) - s.queue[1];
-      double arriving = 0;
-      for (uint32_t i = s.begin; i < s.end; ++i) {
-        if (hops_[i].tc == TrafficClass::Lossy) arriving += hops_[i].w * hops_[i].a;
-      }
-      const double allowed = serve[1] + std::max(0.0, room) / dt;
-      if (arriving > allowed) {
-        s.drop = (arriving - allowed) / arriving;
-        need[1] -= arriving - allowed;
-        moving = true;
-      }
-    }
-    std::array<double, kTrafficClasses>& frac = s.frac;
-    for (size_t c = 0; c < kTrafficClasses; ++c) {
-      frac[c] = need[c] > 0 ? std::min(1.0, serve[c] / need[c]) : 1.0;
-      if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
-    }
-    for (uint32_t i = s.begin; i < s.end; ++i) {
-      Hop& hop = hops_[i];
-      const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
-      out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
-    }
+    parts_[part].moving = parts_[part].moving || moving;
+  });
+  for (uint32_t i = levels_.back(); i < links; ++i) {  // a routing loop's
+    if (serve(order_[i], dt)) in_motion = true;
+  }
+  double wake = 1e300;
+  for (const Part& p : parts_) {
+    in_motion = in_motion || p.moving;
+    wake = std::min(wake, p.wake);
   }
   for (const uint32_t r : draining_)
-    moving = moving || draining(routes_[r]);
-  moving_ = moving;
+    in_motion = in_motion || draining(routes_[r]);
+  wake_ = wake;
+  moving_ = in_motion;
   grid_ = Time::seconds(grid);
   plan(now, true);
   if (moving_ && config_.pfc) detect_deadlock();
+}
+
+bool FluidNetwork::serve(fabric::LinkId l, double dt) {
+  LinkState& s = links_[l];
+  bool moving = false;
+  double lossless = 0, lossy = 0, control = 0;
+  for (uint32_t i = s.begin; i < s.end; ++i) {
+    Hop& hop = hops_[i];
+    hop.a = hop.prev == kNoIndex ? routes_[hop.route].x : out_[hop.prev];
+    const double asks = hop.w * (hop.b / dt + hop.a);
+    if (hop.tc == TrafficClass::Lossless) {
+      lossless += asks;
+    } else if (hop.tc == TrafficClass::Lossy) {
+      lossy += asks;
+    } else {
+      control += asks;
+    }
+  }
+  std::array<double, kTrafficClasses> need{lossless, lossy, control};
+  std::array<double, kTrafficClasses> given{};
+  double left = s.cap;
+  given[2] = std::min(need[2], left);  // control: strict priority
+  left -= given[2];
+  const double need_ll = s.paused ? 0 : need[0], need_ly = need[1];
+  const double w_ll = 1, w_ly = config_.lossy_weight;
+  if (need_ll + need_ly <= left) {
+    given[0] = need_ll;
+    given[1] = need_ly;
+  } else if (need_ll <= left * w_ll / (w_ll + w_ly)) {
+    given[0] = need_ll;
+    given[1] = left - need_ll;
+  } else if (need_ly <= left * w_ly / (w_ll + w_ly)) {
+    given[1] = need_ly;
+    given[0] = left - need_ly;
+  } else {
+    given[0] = left * w_ll / (w_ll + w_ly);
+    given[1] = left * w_ly / (w_ll + w_ly);
+  }
+  s.served = given;
+  // A full lossy queue drops what arrives beyond what it serves and has room for (drop-tail);
+  // the route hops there lose the same fraction of their arrivals.
+  s.drop = 0;
+  if (need[1] > 0) {
+    const double room = lossy_cap(l) - s.queue[1];
+    double arriving = 0;
+    for (uint32_t i = s.begin; i < s.end; ++i) {
+      if (hops_[i].tc == TrafficClass::Lossy) arriving += hops_[i].w * hops_[i].a;
+    }
+    const double allowed = given[1] + std::max(0.0, room) / dt;
+    if (arriving > allowed) {
+      s.drop = (arriving - allowed) / arriving;
+      need[1] -= arriving - allowed;
+      moving = true;
+    }
+  }
+  std::array<double, kTrafficClasses>& frac = s.frac;
+  for (size_t c = 0; c < kTrafficClasses; ++c) {
+    frac[c] = need[c] > 0 ? std::min(1.0, given[c] / need[c]) : 1.0;
+    if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
+  }
+  for (uint32_t i = s.begin; i < s.end; ++i) {
+    Hop& hop = hops_[i];
+    const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+    out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
+  }
+  return moving;
 }
 
 Time FluidNetwork::predict(const Due& d, double now) const {
@@ -858,27 +1010,34 @@ void FluidNetwork::plan(double now, bool full) {
   // one that is due but not done (rounding) is predicted again.
   // (due_ is a heap on std::greater: the earliest on top; a full plan makes it in one go.)
   const int64_t now_ps = Time::seconds(now).count_ps();
-  auto add = [&](uint32_t id, bool tracer) {
+  auto add = [&](uint32_t id, bool tracer, std::vector<Due>& due) {
     Due d{0, id, tracer};
     const Time t = predict(d, now);
     if (t.is_infinite()) return false;
     d.ps = std::max(t.count_ps(), now_ps + 1);  // what is due now was taken by advance()
-    due_.push_back(d);
+    due.push_back(d);
     return true;
   };
   auto push = [&](uint32_t id, bool tracer) {
-    if (add(id, tracer)) std::push_heap(due_.begin(), due_.end(), std::greater<>());
+    if (add(id, tracer, due_)) std::push_heap(due_.begin(), due_.end(), std::greater<>());
   };
   auto pop = [&] {
     std::pop_heap(due_.begin(), due_.end(), std::greater<>());
     due_.pop_back();
   };
   if (full) {
+    const size_t slots = flows_.capacity();
+    in_parts(slots, [&](size_t part, size_t parts) {
+      for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h)
+        add(static_cast<uint32_t>(h), false, parts_[part].due);
+    });
     due_.clear();
-    for (uint32_t h = 0; h < flows_.capacity(); ++h)
-      add(h, false);
+    for (Part& p : parts_) {
+      due_.insert(due_.end(), p.due.begin(), p.due.end());
+      p.due.clear();
+    }
     for (const uint32_t r : draining_)
-      add(r, true);
+      add(r, true, due_);
     std::make_heap(due_.begin(), due_.end(), std::greater<>());
   } else {
     for (const uint32_t r : ended_)
@@ -977,6 +1136,7 @@ void FluidNetwork::end_sending(FlowState& fl, double now) {
   for (const uint32_t r : fl.routes) {
     RouteState& rs = routes_[r];
     ended_.push_back(r);
+    if (rs.sending && rs.cc && rs.qp != kNoQp && qps_[rs.qp].sending > 0) --qps_[rs.qp].sending;
     rs.sending = false;
     rs.x = 0;
     rs.tracer = 0;
@@ -989,73 +1149,118 @@ void FluidNetwork::end_sending(FlowState& fl, double now) {
   }
 }
 
+bool FluidNetwork::integrate_losses(fabric::LinkId l, Time t, double dt) {
+  LinkState& s = links_[l];
+  const bool marks = s.p > 0 && !observers_.empty();
+  double marked = 0;  // bytes/s
+  bool lost_any = false;
+  for (uint32_t i = s.begin; i < s.end; ++i) {
+    Hop& hop = hops_[i];
+    double a = hop.a;
+    if (hop.tc == TrafficClass::Lossy && s.drop > 0) {
+      // Drop-tail: the bytes are the sender's to send again, and its congestion signal.
+      const RouteState& rs = routes_[hop.route];
+      const double lost = hop.a * s.drop * dt;
+      a -= hop.a * s.drop;
+      flows_[rs.flow].lost += lost / rs.share;
+      lost_any = lost_any || lost > 0;
+      if (rs.qp != kNoQp) qps_[rs.qp].dropped += lost;
+      for (NetworkObserver* o : observers_)
+        o->on_drop(l, hop.tc, t, hop.w * lost);
+    }
+    hop.b += (a - out_[i]) * dt;
+    if (hop.b < kEmpty) hop.b = 0;
+    if (hop.b > 0 && s.cap <= 0) {
+      // A link that is down drops what reaches it: no queue, no mark, no pause; the bytes are
+      // the sender's to send again (go-back-N).
+      const RouteState& rs = routes_[hop.route];
+      flows_[rs.flow].lost += hop.b / rs.share;
+      lost_any = true;
+      for (NetworkObserver* o : observers_)
+        o->on_drop(l, hop.tc, t, hop.w * hop.b);
+      hop.b = 0;
+    }
+    if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[i];
+  }
+  s.marked = marked;
+  return lost_any;
+}
+
 void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   finished.clear();
   const double to = t.in_seconds();
   const double dt = to - now_;
   if (dt > 0) {
-    // The queues, link by link (hops of retired routes are empty and stay so).
+    // The queues, link by link (hops of retired routes are empty and stay so); links that drop
+    // after, in order on this thread (their losses go back to flows and QPs). ECN marks RDMA's
+    // packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2 accepts ECN but never
+    // asks for it).
+    const auto links = static_cast<uint32_t>(order_.size());
+    in_parts(hops_.size(), [&](size_t part, size_t parts) {
+      const auto [lo, hi] = link_part(0, links, part, parts);
+      for (uint32_t i = lo; i < hi; ++i) {
+        LinkState& s = links_[order_[i]];
+        s.marked = 0;
+        if (s.drop > 0 || s.cap <= 0) continue;
+        const bool marks = s.p > 0 && !observers_.empty();
+        double marked = 0;  // bytes/s
+        for (uint32_t j = s.begin; j < s.end; ++j) {
+          Hop& hop = hops_[j];
+          hop.b += (hop.a - out_[j]) * dt;
+          if (hop.b < kEmpty) hop.b = 0;
+          if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[j];
+        }
+        s.marked = marked;
+      }
+    });
+    bool losses = false;
     for (const fabric::LinkId l : order_) {
       const LinkState& s = links_[l];
-      // ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2
-      // accepts ECN but never asks for it).
-      const bool marks = s.p > 0 && !observers_.empty();
-      double marked = 0;  // bytes
-      for (uint32_t i = s.begin; i < s.end; ++i) {
-        Hop& hop = hops_[i];
-        double a = hop.a;
-        if (hop.tc == TrafficClass::Lossy && s.drop > 0) {
-          // Drop-tail: the bytes are the sender's to send again, and its congestion signal.
-          const RouteState& rs = routes_[hop.route];
-          const double lost = hop.a * s.drop * dt;
-          a -= hop.a * s.drop;
-          flows_[rs.flow].lost += lost / rs.share;
-          if (rs.qp != kNoQp) qps_[rs.qp].dropped += lost;
-          for (NetworkObserver* o : observers_)
-            o->on_drop(l, hop.tc, t, hop.w * lost);
-        }
-        hop.b += (a - out_[i]) * dt;
-        if (hop.b < kEmpty) hop.b = 0;
-        if (hop.b > 0 && s.cap <= 0) {
-          // A link that is down drops what reaches it: no queue, no mark, no pause; the bytes
-          // are the sender's to send again (go-back-N).
-          const RouteState& rs = routes_[hop.route];
-          flows_[rs.flow].lost += hop.b / rs.share;
-          for (NetworkObserver* o : observers_)
-            o->on_drop(l, hop.tc, t, hop.w * hop.b);
-          hop.b = 0;
-        }
-        if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[i];
-      }
-      if (marked > 0) {
+      if ((s.drop > 0 || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
+      if (s.marked > 0) {
         for (NetworkObserver* o : observers_)
-          o->on_ecn(l, t, s.p * marked * dt / config_.packet);
+          o->on_ecn(l, t, s.p * s.marked * dt / config_.packet);
       }
     }
-    for (uint32_t h = 0; h < flows_.capacity(); ++h) {
-      FlowState& fl = flows_[h];
-      if (fl.live && fl.sending) fl.sent += fl.rate * dt;
-      if (fl.live && fl.lost > 0) resend(fl);
+    const size_t slots = flows_.capacity();
+    in_parts(slots, [&](size_t part, size_t parts) {
+      for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
+        FlowState& fl = flows_[static_cast<uint32_t>(h)];
+        if (fl.live && fl.sending) fl.sent += fl.rate * dt;
+      }
+    });
+    if (losses) {
+      for (uint32_t h = 0; h < slots; ++h) {
+        FlowState& fl = flows_[h];
+        if (fl.live && fl.lost > 0) resend(fl);
+      }
     }
     // Rate control of the QPs in use, from the marking they saw.
-    for (const uint32_t r : live_routes_) {
-      const RouteState& rs = routes_[r];
-      if (!rs.cc || rs.qp == kNoQp || !rs.sending) continue;
-      QpState& q = qps_[rs.qp];
-      if (q.last >= to) continue;  // already moved (several routes on one QP)
-      const double before = q.rc;
-      if (q.p > 0) {
-        const double cnps = -std::expm1(config_.dcqcn.cnp_interval * q.rc / config_.packet *
-                                        std::log1p(-std::min(q.p, 1 - 1e-12))) *
-                            (to - q.last) / config_.dcqcn.cnp_interval;
-        for (NetworkObserver* o : observers_)
-          o->on_cnp(rs.qp, t, cnps);
+    const size_t qps = in_use_.size();
+    in_parts(qps, [&](size_t part, size_t parts) {
+      for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
+        QpState& q = qps_[in_use_[i]];
+        q.cnps = 0;
+        q.moved = false;
+        if (q.sending == 0 || q.last >= to) continue;
+        const double before = q.rc;
+        if (q.p > 0) {
+          q.cnps = -std::expm1(config_.dcqcn.cnp_interval * q.rc / config_.packet *
+                               std::log1p(-std::min(q.p, 1 - 1e-12))) *
+                   (to - q.last) / config_.dcqcn.cnp_interval;
+        }
+        update_qp(q, to - q.last);
+        q.last = to;
+        q.moved = q.rc != before;
       }
-      update_qp(q, to - q.last);
-      q.last = to;
-      if (q.rc != before) {
-        for (NetworkObserver* o : observers_)
-          o->on_rate(rs.qp, t, q.rc);
+    });
+    if (!observers_.empty()) {
+      for (const QpId id : in_use_) {
+        const QpState& q = qps_[id];
+        for (NetworkObserver* o : observers_) {
+          if (q.cnps > 0) o->on_cnp(id, t, q.cnps);
+          if (q.moved) o->on_rate(id, t, q.rc);
+        }
       }
     }
     // TCP windows, from what the connections sent and lost (if any connection ever was TCP).
@@ -1089,34 +1294,54 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   }
   draining_.resize(kept);
   now_ = to;
-  for (uint32_t h = 0; h < flows_.capacity(); ++h) {
-    FlowState& fl = flows_[h];
-    if (!fl.live) continue;
-    // A sender that sent its last byte now: it starts behind what is queued at its first hop.
-    if (fl.sending && fl.sent >= fl.bytes * (1 - 1e-12) - 1e-6) end_sending(fl, to);
-    // Flows whose last bytes have all left the last queue, and every byte before them:
-    // delivered (the engine adds the wire).
-    if (fl.sending || fl.in_flight > 0) continue;
-    const bool drained = std::all_of(fl.routes.begin(), fl.routes.end(), [&](uint32_t r) {
-      return std::all_of(path(routes_[r]).begin(), path(routes_[r]).end(),
-                         [&](const HopRef& hop) { return hops_[hop.at].b <= kEmpty; });
-    });
-    if (!drained) continue;
-    finished.push_back({h, Time::seconds(to - fl.sent_at)});
-    for (const uint32_t r : fl.routes) {
-      // Retired: its hops stay in their links' ranges, empty, until the next rebuild.
-      RouteState& rs = routes_[r];
-      rs.live = false;
-      for (const HopRef& ref : path(rs)) {
-        hops_[ref.at].a = hops_[ref.at].b = out_[ref.at] = 0;
-      }
-      retired_.push_back(r);
+  // Senders that sent their last byte, and flows delivered: found on every thread, then taken
+  // in slot order on this one (a flow's end touches no other flow's state).
+  const size_t slots = flows_.capacity();
+  in_parts(slots, [&](size_t part, size_t parts) {
+    std::vector<uint32_t>& found = parts_[part].flows;
+    found.clear();
+    for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
+      const FlowState& fl = flows_[static_cast<uint32_t>(h)];
+      if (!fl.live) continue;
+      if (sent_all(fl) || (!fl.sending && fl.in_flight == 0 && drained(fl)))
+        found.push_back(static_cast<uint32_t>(h));
     }
-    fl.live = false;
-    flows_.release(h);
-    --active_flows_;
-    dirty_ = true;
+  });
+  for (size_t part = 0; part < parts_.size(); ++part) {
+    for (const uint32_t h : parts_[part].flows)
+      end_flow(h, to, finished);
+    parts_[part].flows.clear();
   }
+}
+
+bool FluidNetwork::drained(const FlowState& fl) const {
+  return std::all_of(fl.routes.begin(), fl.routes.end(), [&](uint32_t r) {
+    return std::all_of(path(routes_[r]).begin(), path(routes_[r]).end(),
+                       [&](const HopRef& hop) { return hops_[hop.at].b <= kEmpty; });
+  });
+}
+
+void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& finished) {
+  FlowState& fl = flows_[h];
+  // A sender that sent its last byte now: it starts behind what is queued at its first hop.
+  if (sent_all(fl)) end_sending(fl, to);
+  // Its last bytes have all left the last queue, and every byte before them: delivered (the
+  // engine adds the wire).
+  if (fl.sending || fl.in_flight > 0 || !drained(fl)) return;
+  finished.push_back({h, Time::seconds(to - fl.sent_at)});
+  for (const uint32_t r : fl.routes) {
+    // Retired: its hops stay in their links' ranges, empty, until the next rebuild.
+    RouteState& rs = routes_[r];
+    rs.live = false;
+    for (const HopRef& ref : path(rs)) {
+      hops_[ref.at].a = hops_[ref.at].b = out_[ref.at] = 0;
+    }
+    retired_.push_back(r);
+  }
+  fl.live = false;
+  flows_.release(h);
+  --active_flows_;
+  dirty_ = true;
 }
 
 void FluidNetwork::detect_deadlock() {
@@ -1566,8 +1791,8 @@ FluidConfig read_fluid(const ParamReader& r) {
 }
 
 std::unique_ptr<NetworkModel> make_fluid(const ParamReader& section, const fabric::Fabric& f,
-                                         const ModelOptions&) {
-  return std::make_unique<FluidNetwork>(f, read_fluid(section));
+                                         const ModelOptions& options) {
+  return std::make_unique<FluidNetwork>(f, read_fluid(section), options.threads);
 }
 
 }  // namespace rocesim::network

@@ -120,7 +120,9 @@ class FluidNetwork final : public NetworkModel {
  public:
   static constexpr FlowHandle kNone = std::numeric_limits<FlowHandle>::max();  // no flow
 
-  FluidNetwork(const fabric::Fabric& f, const FluidConfig& config);
+  /// `threads`: OpenMP threads for the passes over links, routes and QPs (results do not depend
+  /// on it).
+  FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, int threads = 1);
 
   std::string_view name() const override { return "fluid"; }
   FlowHandle start(const FlowSpec& spec, Time now) override;
@@ -177,7 +179,6 @@ class FluidNetwork final : public NetworkModel {
     double window = 0;    // bytes that may be queued on the way at once; 0: no limit
     double demand = 0;    // what the sender asks for in this interval
     double x = 0;         // injection rate (bytes/s)
-    double p = 0;         // marking probability seen by the route
     uint32_t path = 0, length = 0;  // its hops: refs_[path, path + length), in order
     bool live = false;
     bool sending = true;  // false once the flow's last byte left the sender
@@ -206,11 +207,15 @@ class FluidNetwork final : public NetworkModel {
   struct QpState {
     double rc = 0, rt = 0, alpha = 1;
     double line = 0;
-    double p = 0;        // marking seen in the current interval
-    double last = 0;     // time of the last update (s)
-    uint32_t users = 0;  // routes using the QP in the current interval
+    double p = 0;          // marking seen in the current interval
+    double last = 0;       // time of the last update (s)
+    uint32_t users = 0;    // routes using the QP in the current interval
+    uint32_t sending = 0;  // of those under DCQCN, the ones still sending (their QP moves)
+    double cnps = 0;       // CNPs received over the last interval (for the observers)
+    bool moved = false;    // DCQCN moved it over the last interval
     bool seen = false;
     bool listed = false;  // in in_use_
+    uint32_t use = 0;     // its position there
     // TCP (a connection: its window outlives a flow, as DCQCN's rate does).
     double cwnd = 0;          // bytes
     double ssthresh = 0;      // bytes
@@ -234,6 +239,7 @@ class FluidNetwork final : public NetworkModel {
     double ingress = 0;  // lossless bytes held by the receiver that came over this link
     double source = 0;   // lossless bytes of routes starting here, at their sender
     double p = 0;        // marking probability of the egress queue
+    double marked = 0;   // bytes/s marked over the last interval (for the observers)
     double kmin = 0, kmax = 0, pmax = 0;
     bool ecn = false;
     bool queued = false;  // had bytes queued at the last computation
@@ -253,6 +259,22 @@ class FluidNetwork final : public NetworkModel {
   void resend(FlowState& fl);
   void rebuild();
   void compute_rates(double now);
+  /// Runs body(part, parts) once per part of the work, on `parts` OpenMP threads (one part, on
+  /// this thread, for small work or one thread). Parts write disjoint state and reduce exactly
+  /// (or, min) into parts_, so results do not depend on the thread count.
+  template <class Body>
+  void in_parts(size_t work, Body&& body);
+  /// Part `part` of `parts` of the links order_[lo, hi): contiguous, about equal in route hops.
+  std::pair<uint32_t, uint32_t> link_part(uint32_t lo, uint32_t hi, size_t part,
+                                          size_t parts) const;
+  /// Part `part` of `parts` of nodes_, contiguous, about equal in route hops.
+  std::pair<uint32_t, uint32_t> node_part(size_t part, size_t parts) const;
+  /// One link's service over the interval `dt` (its classes, drops, the hops' departures);
+  /// true when a class is not served in full or drops (in motion).
+  bool serve(fabric::LinkId l, double dt);
+  /// A link's queues over `dt` when it drops (a full lossy queue, or down): the bytes lost go
+  /// back to their senders (true when there were some).
+  bool integrate_losses(fabric::LinkId l, Time t, double dt);
   double xoff(fabric::LinkId l) const;
   void update_pauses(double now);
   void update_qp(QpState& q, double dt) const;
@@ -289,6 +311,15 @@ class FluidNetwork final : public NetworkModel {
   }
   /// A flow's sender sent its last byte at `now`: its routes' last bytes start on their way.
   void end_sending(FlowState& fl, double now);
+  /// Whether a flow's sender has sent every byte but has not ended yet.
+  static bool sent_all(const FlowState& fl) {
+    return fl.sending && fl.sent >= fl.bytes * (1 - 1e-12) - 1e-6;
+  }
+  /// Whether every hop of a flow is empty.
+  bool drained(const FlowState& fl) const;
+  /// At `to`: flow h's sender ends if it sent all, and the flow is delivered (to `finished`)
+  /// once its last bytes are through and its hops are empty.
+  void end_flow(uint32_t h, double to, std::vector<Completion>& finished);
   /// Moves a sent route's last byte through the queues for `budget` seconds at the current
   /// service rates; true when it has left the last one.
   bool trace(RouteState& rs, double& budget);
@@ -296,6 +327,16 @@ class FluidNetwork final : public NetworkModel {
 
   const fabric::Fabric& fabric_;
   FluidConfig config_;
+  int threads_ = 1;
+  // What each part of a parallel pass reduces (one cache line each).
+  struct alignas(64) Part {
+    bool moving = false;
+    double wake = 1e300;
+    std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
+    std::vector<uint32_t> flows;                       // flows found, in slot order
+    std::vector<Due> due;                              // predictions made, in slot order
+  };
+  std::vector<Part> parts_;
   std::vector<LinkState> links_;
   std::vector<PfcDiagnostics> stats_;
   std::vector<double> unmarked_;     // 1 - the marking probability of each link's egress queue
@@ -307,6 +348,20 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> live_routes_;  // in slot order after rebuild()
   // The links with route hops (or a pause or a queue to watch), upstream before downstream.
   std::vector<fabric::LinkId> order_;
+  // order_ by level: no link of order_[levels_[v], levels_[v + 1]) feeds another of them (the
+  // links of a routing loop, after the last level, are served in order on one thread).
+  std::vector<uint32_t> levels_;
+  std::vector<uint32_t> order_end_;           // links_[order_[i]].end (non-decreasing)
+  std::vector<fabric::LinkId> sender_links_;  // the links of order_ that schedule senders
+  // The nodes that send on links of order_, each with those links in order_'s order
+  // (node_links_[node_begin_[i], node_begin_[i + 1])), and the route hops on the links of the
+  // nodes before and with each (node_hops_[i], for splitting them in parts).
+  std::vector<fabric::NodeId> nodes_;
+  std::vector<uint32_t> node_begin_, node_hops_;
+  std::vector<fabric::LinkId> node_links_;
+  std::vector<uint32_t> node_slot_;  // rebuild()'s scratch: a node's index in nodes_
+  // The live routes of each QP of in_use_: qp_routes_[qp_begin_[i], qp_begin_[i + 1]).
+  std::vector<uint32_t> qp_begin_, qp_routes_;
   std::vector<Hop> hops_;
   // The routes' hops, each route's in a row (live routes in slot order after rebuild(); those
   // set since at the end).
@@ -322,16 +377,15 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_, count_;
   std::vector<double> share_on_link_;    // start(): shares per link of an in-network reduction
   std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
-  std::vector<std::pair<double, uint32_t>> senders_;
-  bool dirty_ = false;              // routes came or went: rebuild before computing
-  bool added_ = false;              // flows started since the last computation
-  std::vector<uint32_t> ended_;     // routes whose sender finished since the last computation
-  std::vector<uint32_t> draining_;  // routes whose last byte may be in a queue (draining())
-  std::vector<QpId> in_use_;        // QPs of the routes at the last computation
-  bool tcp_ = false;                // a route of TCP was ever added
-  std::vector<uint32_t> retired_;   // routes done, released at the next rebuild
-  Time grid_{};                     // the step after the last computation
-  std::vector<Due> due_;            // a heap, earliest first
+  bool dirty_ = false;                   // routes came or went: rebuild before computing
+  bool added_ = false;                   // flows started since the last computation
+  std::vector<uint32_t> ended_;          // routes whose sender finished since the last computation
+  std::vector<uint32_t> draining_;       // routes whose last byte may be in a queue (draining())
+  std::vector<QpId> in_use_;             // QPs of the live routes (rebuild()), in the routes' order
+  bool tcp_ = false;                     // a route of TCP was ever added
+  std::vector<uint32_t> retired_;        // routes done, released at the next rebuild
+  Time grid_{};                          // the step after the last computation
+  std::vector<Due> due_;                 // a heap, earliest first
   size_t active_flows_ = 0;
   double now_ = 0;       // s, time of the last advance or commit
   bool moving_ = false;  // queues, pauses or rate control in motion: step

@@ -652,5 +652,91 @@ TEST(FluidNetwork, AShallowBufferLosesTcpsIncastNotRdmas) {
   (void)rdma_deep;
 }
 
+TEST(FluidNetwork, TheThreadCountChangesNoResult) {
+  // The passes over links, routes, QPs and flows run on several threads when they have over
+  // 1,024 items; each thread writes its own links, routes, QPs and flows and reductions are
+  // exact, so every result must be the same to the bit at 1, 2 and 3 threads. 16 one-GPU
+  // servers on two leaves with one uplink each: an all-to-all of eight flows per pair (1,920
+  // flows, about 9,700 hops) congests the uplinks (ECN, DCQCN, PFC); with TCP, seven TCP
+  // senders into one receiver overflow its 256 KB leaf buffer (drops).
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 2
+nodes_per_rack: 8
+node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
+leaf: {uplinks: 1, buffer: 256KB}
+spine: {count: 1, buffer: 4MB}
+)");
+  struct Outcome {
+    std::map<FlowHandle, Time> ends;
+    uint64_t steps = 0;
+    std::vector<metrics::LinkCongestion> links;
+    double cnps = 0;
+  };
+  FluidConfig config;
+  for (EcnProfile& e : config.ecn) {  // marks below the shallow leaf buffer's pause thresholds
+    e.scale_with_rate = false;
+    e.kmin = 5e3;
+    e.kmax = 50e3;
+  }
+  auto simulate = [&](int threads, bool tcp) {
+    FluidNetwork net(f, config, threads);
+    metrics::CongestionRecorder seen(f);
+    net.add_observer(&seen);
+    QpId qp = 0;
+    for (uint32_t i = 0; i < 16; ++i) {
+      for (uint32_t j = 0; j < 16; ++j) {
+        if (i == j) continue;
+        const auto path =
+            i / 8 == j / 8
+                ? walk(f, i, {i < 8 ? "leaf0" : "leaf1"}, j)
+                : walk(f, i, {i < 8 ? "leaf0" : "leaf1", "spine0", i < 8 ? "leaf1" : "leaf0"}, j);
+        for (uint32_t k = 0; k < 8; ++k)
+          start(net, path, 64.0 * 1024 * (1 + (i + j + k) % 3), qp++);
+      }
+    }
+    if (tcp) {
+      for (uint32_t i = 8; i < 15; ++i)
+        start_tcp(net, walk(f, i, {"leaf1"}, 15), 1 << 20, qp++);
+    }
+    Outcome o;
+    o.ends = run(net);
+    Time last{};
+    for (const auto& [h, t] : o.ends)
+      last = std::max(last, t);
+    seen.finalize(last);
+    o.steps = net.steps();
+    o.links = seen.links();
+    o.cnps = seen.cnps();
+    return o;
+  };
+  for (const bool tcp : {false, true}) {
+    const Outcome one = simulate(1, tcp);
+    ASSERT_EQ(one.ends.size(), tcp ? 1927u : 1920u);
+    EXPECT_GT(one.steps, 10u);
+    EXPECT_GT(one.cnps, 0.0);
+    double pauses = 0, drops = 0;
+    for (const metrics::LinkCongestion& l : one.links) {
+      pauses += static_cast<double>(l.pauses);
+      drops += l.drops;
+    }
+    EXPECT_GT(pauses, 0.0);
+    EXPECT_EQ(drops > 0, tcp);
+    for (const int threads : {2, 3}) {
+      const Outcome other = simulate(threads, tcp);
+      EXPECT_TRUE(other.ends == one.ends) << threads << " threads, tcp " << tcp;
+      EXPECT_EQ(other.steps, one.steps);
+      EXPECT_EQ(other.cnps, one.cnps);
+      for (size_t l = 0; l < one.links.size(); ++l) {
+        EXPECT_EQ(other.links[l].pauses, one.links[l].pauses) << "link " << l;
+        EXPECT_EQ(other.links[l].paused_s, one.links[l].paused_s) << "link " << l;
+        EXPECT_EQ(other.links[l].max_queue, one.links[l].max_queue) << "link " << l;
+        EXPECT_EQ(other.links[l].ecn_marks, one.links[l].ecn_marks) << "link " << l;
+        EXPECT_EQ(other.links[l].drops, one.links[l].drops) << "link " << l;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rocesim::network
