@@ -65,6 +65,8 @@ FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, i
   for (fabric::LinkId l = 0; l < f.link_count(); ++l) {
     const fabric::Link& link = f.link(l);
     LinkState& s = links_[l];
+    s.src = link.src;
+    s.dst = link.dst;
     s.cap = link.capacity.bytes_per_second();
     const fabric::Node& src = f.node(link.src);
     if (fabric_switch(src)) {
@@ -397,9 +399,22 @@ void FluidNetwork::rebuild() {
   next_hops_.resize(total);
   next_out_.resize(total);
   next_refs_.resize(total);
+  // With them, the QPs in use; those no route uses any more have no users.
+  for (const QpId q : in_use_) {
+    QpState& qp = qps_[q];
+    qp.users = qp.sending = 0;
+    qp.p = qp.x = 0;
+    qp.listed = false;
+  }
+  in_use_.clear();
   uint32_t refs = 0;
   for (const uint32_t r : live_routes_) {
     RouteState& rs = routes_[r];
+    if (rs.qp != kNoQp && !qps_[rs.qp].listed) {
+      qps_[rs.qp].listed = true;
+      qps_[rs.qp].use = static_cast<uint32_t>(in_use_.size());
+      in_use_.push_back(rs.qp);
+    }
     std::copy_n(refs_.begin() + rs.path, rs.length, next_refs_.begin() + refs);
     rs.path = refs;
     refs += rs.length;
@@ -422,21 +437,30 @@ void FluidNetwork::rebuild() {
   hops_.swap(next_hops_);
   out_.swap(next_out_);
   refs_.swap(next_refs_);
-  order_end_.clear();
   sender_links_.clear();
   for (const fabric::LinkId l : order_) {
-    order_end_.push_back(links_[l].end);
     if (links_[l].senders) sender_links_.push_back(l);
   }
+  for (const fabric::LinkId l : touched)
+    scratch_[l] = kNoIndex;
+  dirty_ = false;
+  grouped_ = parallel(total);
+  if (grouped_) group();
+}
+
+void FluidNetwork::group() {
+  order_end_.clear();
+  for (const fabric::LinkId l : order_)
+    order_end_.push_back(links_[l].end);
   // The sending nodes, each with its links.
   if (node_slot_.size() < fabric_.node_count()) node_slot_.assign(fabric_.node_count(), kNoIndex);
   nodes_.clear();
   node_begin_.assign(1, 0);
   for (const fabric::LinkId l : order_) {
-    uint32_t& slot = node_slot_[fabric_.link(l).src];
+    uint32_t& slot = node_slot_[links_[l].src];
     if (slot == kNoIndex) {
       slot = static_cast<uint32_t>(nodes_.size());
-      nodes_.push_back(fabric_.link(l).src);
+      nodes_.push_back(links_[l].src);
       node_begin_.push_back(0);
     }
     ++node_begin_[slot + 1];
@@ -446,33 +470,17 @@ void FluidNetwork::rebuild() {
   fill_.assign(node_begin_.begin(), node_begin_.end() - 1);
   node_hops_.assign(nodes_.size(), 0);
   for (const fabric::LinkId l : order_) {
-    const uint32_t slot = node_slot_[fabric_.link(l).src];
+    const uint32_t slot = node_slot_[links_[l].src];
     node_links_[fill_[slot]++] = l;
     node_hops_[slot] += links_[l].end - links_[l].begin;
   }
   std::partial_sum(node_hops_.begin(), node_hops_.end(), node_hops_.begin());
   for (const fabric::NodeId v : nodes_)
     node_slot_[v] = kNoIndex;
-  // The QPs in use, each with its routes; those no route uses any more have no users.
-  for (const QpId q : in_use_) {
-    QpState& qp = qps_[q];
-    qp.users = qp.sending = 0;
-    qp.p = qp.x = 0;
-    qp.listed = false;
-  }
-  in_use_.clear();
-  qp_begin_.assign(1, 0);
+  // The routes of each QP in use.
+  qp_begin_.assign(in_use_.size() + 1, 0);
   for (const uint32_t r : live_routes_) {
-    const QpId q = routes_[r].qp;
-    if (q == kNoQp) continue;
-    QpState& qp = qps_[q];
-    if (!qp.listed) {
-      qp.listed = true;
-      qp.use = static_cast<uint32_t>(in_use_.size());
-      in_use_.push_back(q);
-      qp_begin_.push_back(0);
-    }
-    ++qp_begin_[qp.use + 1];
+    if (routes_[r].qp != kNoQp) ++qp_begin_[qps_[routes_[r].qp].use + 1];
   }
   std::partial_sum(qp_begin_.begin(), qp_begin_.end(), qp_begin_.begin());
   qp_routes_.resize(qp_begin_.back());
@@ -480,16 +488,13 @@ void FluidNetwork::rebuild() {
   for (const uint32_t r : live_routes_) {
     if (routes_[r].qp != kNoQp) qp_routes_[fill_[qps_[routes_[r].qp].use]++] = r;
   }
-  for (const fabric::LinkId l : touched)
-    scratch_[l] = kNoIndex;
-  dirty_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------
 // PFC, ECN, DCQCN
 
-double FluidNetwork::xoff(fabric::LinkId l) const {
-  const fabric::NodeId v = fabric_.link(l).dst;
+inline double FluidNetwork::xoff(fabric::LinkId l) const {
+  const fabric::NodeId v = links_[l].dst;
   const double buffer = node_buffer_[v];
   if (buffer <= 0) return config_.device_buffer;
   return config_.pfc_alpha * std::max(0.0, buffer - node_used_[v]);
@@ -538,7 +543,7 @@ void FluidNetwork::update_pauses(double now) {
 }
 
 double FluidNetwork::lossy_cap(fabric::LinkId l) const {
-  const fabric::NodeId v = fabric_.link(l).src;
+  const fabric::NodeId v = links_[l].src;
   const double buffer = node_buffer_[v];
   if (buffer <= 0) return std::numeric_limits<double>::infinity();
   const double cap = config_.lossy_alpha * std::max(0.0, buffer - node_used_[v]);
@@ -650,11 +655,14 @@ void FluidNetwork::update_qp(QpState& q, double dt) const {
 // ---------------------------------------------------------------------------------------------
 // Rates
 
+bool FluidNetwork::parallel(size_t work) const {
+  // (Below a thousand items a pass takes a few microseconds, about what waking threads costs.)
+  return threads_ > 1 && work >= 1024;
+}
+
 template <class Body>
 void FluidNetwork::in_parts(size_t work, Body&& body) {
-  // (Below a thousand items a pass takes a few microseconds, about what waking threads costs.)
-  constexpr size_t kParallelWork = 1024;
-  if (threads_ == 1 || work < kParallelWork) {
+  if (!parallel(work)) {
     body(size_t{0}, size_t{1});
     return;
   }
@@ -664,7 +672,7 @@ void FluidNetwork::in_parts(size_t work, Body&& body) {
 
 std::pair<uint32_t, uint32_t> FluidNetwork::link_part(uint32_t lo, uint32_t hi, size_t part,
                                                       size_t parts) const {
-  if (lo >= hi) return {lo, lo};
+  if (parts == 1 || lo >= hi) return {lo, hi};
   const uint64_t first = links_[order_[lo]].begin, last = order_end_[hi - 1];
   auto cut = [&](size_t k) {
     if (k == 0) return lo;
@@ -690,6 +698,97 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
   return n == 0 ? std::pair{0u, 0u} : std::pair{cut(part), cut(part + 1)};
 }
 
+// (Inlined: called once per link per computation, many of them with one or two hops.)
+[[gnu::always_inline]] inline double FluidNetwork::sum_queues(LinkState& s) {
+  double lossless = 0, lossy = 0, control = 0, source = 0;
+  for (uint32_t j = s.begin; j < s.end; ++j) {
+    const Hop& hop = hops_[j];
+    const double bytes = hop.w * hop.b;
+    if (bytes <= 0) continue;
+    if (hop.tc == TrafficClass::Lossless) {
+      lossless += bytes;
+      if (hop.prev == kNoIndex) {
+        source += bytes;
+      } else {
+        links_[hop.prev_link].ingress += bytes;
+      }
+    } else if (hop.tc == TrafficClass::Lossy) {
+      lossy += bytes;
+    } else {
+      control += bytes;
+    }
+  }
+  s.queue = {lossless, lossy, control};
+  s.source = source;
+  return lossless + lossy + control;
+}
+
+[[gnu::always_inline]] inline bool FluidNetwork::serve(fabric::LinkId l, double dt) {
+  LinkState& s = links_[l];
+  bool moving = false;
+  double lossless = 0, lossy = 0, control = 0;
+  for (uint32_t i = s.begin; i < s.end; ++i) {
+    Hop& hop = hops_[i];
+    hop.a = hop.prev == kNoIndex ? routes_[hop.route].x : out_[hop.prev];
+    const double asks = hop.w * (hop.b / dt + hop.a);
+    if (hop.tc == TrafficClass::Lossless) {
+      lossless += asks;
+    } else if (hop.tc == TrafficClass::Lossy) {
+      lossy += asks;
+    } else {
+      control += asks;
+    }
+  }
+  std::array<double, kTrafficClasses> need{lossless, lossy, control};
+  std::array<double, kTrafficClasses> given{};
+  double left = s.cap;
+  given[2] = std::min(need[2], left);  // control: strict priority
+  left -= given[2];
+  const double need_ll = s.paused ? 0 : need[0], need_ly = need[1];
+  const double w_ll = 1, w_ly = config_.lossy_weight;
+  if (need_ll + need_ly <= left) {
+    given[0] = need_ll;
+    given[1] = need_ly;
+  } else if (need_ll <= left * w_ll / (w_ll + w_ly)) {
+    given[0] = need_ll;
+    given[1] = left - need_ll;
+  } else if (need_ly <= left * w_ly / (w_ll + w_ly)) {
+    given[1] = need_ly;
+    given[0] = left - need_ly;
+  } else {
+    given[0] = left * w_ll / (w_ll + w_ly);
+    given[1] = left * w_ly / (w_ll + w_ly);
+  }
+  s.served = given;
+  // A full lossy queue drops what arrives beyond what it serves and has room for (drop-tail);
+  // the route hops there lose the same fraction of their arrivals.
+  s.drop = 0;
+  if (need[1] > 0) {
+    const double room = lossy_cap(l) - s.queue[1];
+    double arriving = 0;
+    for (uint32_t i = s.begin; i < s.end; ++i) {
+      if (hops_[i].tc == TrafficClass::Lossy) arriving += hops_[i].w * hops_[i].a;
+    }
+    const double allowed = given[1] + std::max(0.0, room) / dt;
+    if (arriving > allowed) {
+      s.drop = (arriving - allowed) / arriving;
+      need[1] -= arriving - allowed;
+      moving = true;
+    }
+  }
+  std::array<double, kTrafficClasses>& frac = s.frac;
+  for (size_t c = 0; c < kTrafficClasses; ++c) {
+    frac[c] = need[c] > 0 ? std::min(1.0, given[c] / need[c]) : 1.0;
+    if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
+  }
+  for (uint32_t i = s.begin; i < s.end; ++i) {
+    Hop& hop = hops_[i];
+    const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+    out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
+  }
+  return moving;
+}
+
 void FluidNetwork::compute_rates(double now) {
   if (dirty_) rebuild();
   for (Part& p : parts_) {
@@ -697,45 +796,34 @@ void FluidNetwork::compute_rates(double now) {
     p.wake = 1e300;
   }
   const auto links = static_cast<uint32_t>(order_.size());
-  // Queues, ingress counters and buffer use from the routes' bytes, node by node: a node's
-  // egress queues hold what came over its ingress links.
+  // Queues, ingress counters and buffer use from the routes' bytes; on threads node by node (a
+  // node's egress queues hold what came over its ingress links), else link by link.
   for (const fabric::LinkId l : order_)
     links_[l].ingress = 0;
-  in_parts(hops_.size(), [&](size_t part, size_t parts) {
-    const auto [lo, hi] = node_part(part, parts);
-    bool moving = false;
-    for (uint32_t n = lo; n < hi; ++n) {
-      double used = 0;
-      for (uint32_t k = node_begin_[n]; k < node_begin_[n + 1]; ++k) {
-        LinkState& s = links_[node_links_[k]];
-        double lossless = 0, lossy = 0, control = 0, source = 0;
-        for (uint32_t j = s.begin; j < s.end; ++j) {
-          const Hop& hop = hops_[j];
-          const double bytes = hop.w * hop.b;
-          if (bytes <= 0) continue;
-          if (hop.tc == TrafficClass::Lossless) {
-            lossless += bytes;
-            if (hop.prev == kNoIndex) {
-              source += bytes;
-            } else {
-              links_[hop.prev_link].ingress += bytes;
-            }
-          } else if (hop.tc == TrafficClass::Lossy) {
-            lossy += bytes;
-          } else {
-            control += bytes;
-          }
-        }
-        s.queue = {lossless, lossy, control};
-        s.source = source;
-        const double held = lossless + lossy + control;
-        moving = moving || held > 0;
-        used += held;
+  if (grouped_) {
+    in_parts(hops_.size(), [&](size_t part, size_t parts) {
+      const auto [lo, hi] = node_part(part, parts);
+      bool moving = false;
+      for (uint32_t n = lo; n < hi; ++n) {
+        double used = 0;
+        for (uint32_t k = node_begin_[n]; k < node_begin_[n + 1]; ++k)
+          used += sum_queues(links_[node_links_[k]]);
+        node_used_[nodes_[n]] = used;
+        moving = moving || used > 0;
       }
-      node_used_[nodes_[n]] = used;
+      parts_[part].moving = moving;
+    });
+  } else {
+    for (const fabric::LinkId l : order_)
+      node_used_[links_[l].src] = 0;
+    bool moving = false;
+    for (const fabric::LinkId l : order_) {
+      const double held = sum_queues(links_[l]);
+      node_used_[links_[l].src] += held;
+      moving = moving || held > 0;
     }
-    parts_[part].moving = moving;
-  });
+    parts_[0].moving = moving;
+  }
   bool in_motion = false;
   update_pauses(now);
   for (const fabric::LinkId l : order_) {
@@ -754,25 +842,35 @@ void FluidNetwork::compute_rates(double now) {
     }
     s.queued = queued;
   }
-  // What each QP sees (the most marked of its routes) and who uses it.
-  const size_t qps = in_use_.size();
-  in_parts(live_routes_.size(), [&](size_t part, size_t parts) {
-    for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
-      QpState& q = qps_[in_use_[i]];
-      q.users = q.sending = 0;
-      q.p = q.x = 0;
-      for (uint32_t j = qp_begin_[i]; j < qp_begin_[i + 1]; ++j) {
-        const RouteState& rs = routes_[qp_routes_[j]];
-        if (!rs.sending) continue;
-        ++q.users;
-        if (rs.cc) ++q.sending;
-        double pass = 1;
-        for (const HopRef& hop : path(rs))
-          pass *= unmarked_[hop.link];
-        q.p = std::max(q.p, 1 - pass);
+  // What each QP sees (the most marked of its sending routes) and who uses it; on threads QP by
+  // QP, else route by route.
+  for (const QpId q : in_use_) {
+    QpState& qp = qps_[q];
+    qp.users = qp.sending = 0;
+    qp.p = qp.x = 0;
+  }
+  auto count = [this](QpState& q, const RouteState& rs) {
+    if (!rs.sending) return;
+    ++q.users;
+    if (rs.cc) ++q.sending;
+    double pass = 1;
+    for (const HopRef& hop : path(rs))
+      pass *= unmarked_[hop.link];
+    q.p = std::max(q.p, 1 - pass);
+  };
+  if (grouped_) {
+    const size_t qps = in_use_.size();
+    in_parts(live_routes_.size(), [&](size_t part, size_t parts) {
+      for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
+        for (uint32_t j = qp_begin_[i]; j < qp_begin_[i + 1]; ++j)
+          count(qps_[in_use_[i]], routes_[qp_routes_[j]]);
       }
+    });
+  } else {
+    for (const uint32_t r : live_routes_) {
+      if (routes_[r].qp != kNoQp) count(qps_[routes_[r].qp], routes_[r]);
     }
-  });
+  }
   const size_t routes = live_routes_.size();
   // Senders' demands (on one thread with TCP, whose routes write their QP's round trip), then
   // the port each sends from shared max-min (the NIC's round robin).
@@ -913,72 +1011,6 @@ void FluidNetwork::compute_rates(double now) {
   grid_ = Time::seconds(grid);
   plan(now, true);
   if (moving_ && config_.pfc) detect_deadlock();
-}
-
-bool FluidNetwork::serve(fabric::LinkId l, double dt) {
-  LinkState& s = links_[l];
-  bool moving = false;
-  double lossless = 0, lossy = 0, control = 0;
-  for (uint32_t i = s.begin; i < s.end; ++i) {
-    Hop& hop = hops_[i];
-    hop.a = hop.prev == kNoIndex ? routes_[hop.route].x : out_[hop.prev];
-    const double asks = hop.w * (hop.b / dt + hop.a);
-    if (hop.tc == TrafficClass::Lossless) {
-      lossless += asks;
-    } else if (hop.tc == TrafficClass::Lossy) {
-      lossy += asks;
-    } else {
-      control += asks;
-    }
-  }
-  std::array<double, kTrafficClasses> need{lossless, lossy, control};
-  std::array<double, kTrafficClasses> given{};
-  double left = s.cap;
-  given[2] = std::min(need[2], left);  // control: strict priority
-  left -= given[2];
-  const double need_ll = s.paused ? 0 : need[0], need_ly = need[1];
-  const double w_ll = 1, w_ly = config_.lossy_weight;
-  if (need_ll + need_ly <= left) {
-    given[0] = need_ll;
-    given[1] = need_ly;
-  } else if (need_ll <= left * w_ll / (w_ll + w_ly)) {
-    given[0] = need_ll;
-    given[1] = left - need_ll;
-  } else if (need_ly <= left * w_ly / (w_ll + w_ly)) {
-    given[1] = need_ly;
-    given[0] = left - need_ly;
-  } else {
-    given[0] = left * w_ll / (w_ll + w_ly);
-    given[1] = left * w_ly / (w_ll + w_ly);
-  }
-  s.served = given;
-  // A full lossy queue drops what arrives beyond what it serves and has room for (drop-tail);
-  // the route hops there lose the same fraction of their arrivals.
-  s.drop = 0;
-  if (need[1] > 0) {
-    const double room = lossy_cap(l) - s.queue[1];
-    double arriving = 0;
-    for (uint32_t i = s.begin; i < s.end; ++i) {
-      if (hops_[i].tc == TrafficClass::Lossy) arriving += hops_[i].w * hops_[i].a;
-    }
-    const double allowed = given[1] + std::max(0.0, room) / dt;
-    if (arriving > allowed) {
-      s.drop = (arriving - allowed) / arriving;
-      need[1] -= arriving - allowed;
-      moving = true;
-    }
-  }
-  std::array<double, kTrafficClasses>& frac = s.frac;
-  for (size_t c = 0; c < kTrafficClasses; ++c) {
-    frac[c] = need[c] > 0 ? std::min(1.0, given[c] / need[c]) : 1.0;
-    if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
-  }
-  for (uint32_t i = s.begin; i < s.end; ++i) {
-    Hop& hop = hops_[i];
-    const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
-    out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
-  }
-  return moving;
 }
 
 Time FluidNetwork::predict(const Due& d, double now) const {
@@ -1192,16 +1224,19 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   const double dt = to - now_;
   if (dt > 0) {
     // The queues, link by link (hops of retired routes are empty and stay so); links that drop
-    // after, in order on this thread (their losses go back to flows and QPs). ECN marks RDMA's
-    // packets; TCP's are not ECN-capable (Linux's default tcp_ecn = 2 accepts ECN but never
-    // asks for it).
+    // after, in order on this thread (their losses go back to flows and QPs), and so are the
+    // ECN marks reported. ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default
+    // tcp_ecn = 2 accepts ECN but never asks for it).
     const auto links = static_cast<uint32_t>(order_.size());
     in_parts(hops_.size(), [&](size_t part, size_t parts) {
       const auto [lo, hi] = link_part(0, links, part, parts);
+      std::vector<uint32_t>& found = parts_[part].found;
       for (uint32_t i = lo; i < hi; ++i) {
         LinkState& s = links_[order_[i]];
-        s.marked = 0;
-        if (s.drop > 0 || s.cap <= 0) continue;
+        if (s.drop > 0 || s.cap <= 0) {
+          found.push_back(order_[i]);
+          continue;
+        }
         const bool marks = s.p > 0 && !observers_.empty();
         double marked = 0;  // bytes/s
         for (uint32_t j = s.begin; j < s.end; ++j) {
@@ -1211,16 +1246,20 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
           if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[j];
         }
         s.marked = marked;
+        if (marked > 0) found.push_back(order_[i]);
       }
     });
     bool losses = false;
-    for (const fabric::LinkId l : order_) {
-      const LinkState& s = links_[l];
-      if ((s.drop > 0 || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
-      if (s.marked > 0) {
-        for (NetworkObserver* o : observers_)
-          o->on_ecn(l, t, s.p * s.marked * dt / config_.packet);
+    for (Part& p : parts_) {
+      for (const fabric::LinkId l : p.found) {
+        const LinkState& s = links_[l];
+        if ((s.drop > 0 || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
+        if (s.marked > 0) {
+          for (NetworkObserver* o : observers_)
+            o->on_ecn(l, t, s.p * s.marked * dt / config_.packet);
+        }
       }
+      p.found.clear();
     }
     const size_t slots = flows_.capacity();
     in_parts(slots, [&](size_t part, size_t parts) {
@@ -1252,16 +1291,19 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
         update_qp(q, to - q.last);
         q.last = to;
         q.moved = q.rc != before;
+        if (!observers_.empty() && (q.cnps > 0 || q.moved))
+          parts_[part].found.push_back(in_use_[i]);
       }
     });
-    if (!observers_.empty()) {
-      for (const QpId id : in_use_) {
+    for (Part& p : parts_) {
+      for (const QpId id : p.found) {
         const QpState& q = qps_[id];
         for (NetworkObserver* o : observers_) {
           if (q.cnps > 0) o->on_cnp(id, t, q.cnps);
           if (q.moved) o->on_rate(id, t, q.rc);
         }
       }
+      p.found.clear();
     }
     // TCP windows, from what the connections sent and lost (if any connection ever was TCP).
     if (tcp_) {
@@ -1298,8 +1340,7 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   // in slot order on this one (a flow's end touches no other flow's state).
   const size_t slots = flows_.capacity();
   in_parts(slots, [&](size_t part, size_t parts) {
-    std::vector<uint32_t>& found = parts_[part].flows;
-    found.clear();
+    std::vector<uint32_t>& found = parts_[part].found;
     for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
       const FlowState& fl = flows_[static_cast<uint32_t>(h)];
       if (!fl.live) continue;
@@ -1307,10 +1348,10 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
         found.push_back(static_cast<uint32_t>(h));
     }
   });
-  for (size_t part = 0; part < parts_.size(); ++part) {
-    for (const uint32_t h : parts_[part].flows)
+  for (Part& p : parts_) {
+    for (const uint32_t h : p.found)
       end_flow(h, to, finished);
-    parts_[part].flows.clear();
+    p.found.clear();
   }
 }
 

@@ -227,6 +227,7 @@ class FluidNetwork final : public NetworkModel {
     double rto_until = -1;    // s, a retransmission time-out: silent until then
   };
   struct LinkState {
+    fabric::NodeId src{}, dst{};  // its sender and receiver (as in the fabric)
     double cap = 0;
     double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
     uint32_t begin = 0, end = 0;  // its route hops in hops_, rebuilt when routes come and go
@@ -264,6 +265,13 @@ class FluidNetwork final : public NetworkModel {
   /// (or, min) into parts_, so results do not depend on the thread count.
   template <class Body>
   void in_parts(size_t work, Body&& body);
+  /// Whether a pass over `work` items is worth threads.
+  bool parallel(size_t work) const;
+  /// The nodes and QPs grouped for the passes on threads (nodes_..., qp_begin_...).
+  void group();
+  /// A link's queues from its hops' bytes, the lossless bytes still at their senders, and the
+  /// ingress counters of the links its hops' bytes came over; the bytes it holds.
+  double sum_queues(LinkState& s);
   /// Part `part` of `parts` of the links order_[lo, hi): contiguous, about equal in route hops.
   std::pair<uint32_t, uint32_t> link_part(uint32_t lo, uint32_t hi, size_t part,
                                           size_t parts) const;
@@ -333,8 +341,8 @@ class FluidNetwork final : public NetworkModel {
     bool moving = false;
     double wake = 1e300;
     std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
-    std::vector<uint32_t> flows;                       // flows found, in slot order
-    std::vector<Due> due;                              // predictions made, in slot order
+    std::vector<uint32_t> found;  // what a pass leaves for this thread, in order (then cleared)
+    std::vector<Due> due;         // predictions made, in slot order
   };
   std::vector<Part> parts_;
   std::vector<LinkState> links_;
@@ -362,6 +370,7 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> node_slot_;  // rebuild()'s scratch: a node's index in nodes_
   // The live routes of each QP of in_use_: qp_routes_[qp_begin_[i], qp_begin_[i + 1]).
   std::vector<uint32_t> qp_begin_, qp_routes_;
+  bool grouped_ = false;  // nodes_ and qp_begin_ are made (rebuild(), when threads will work)
   std::vector<Hop> hops_;
   // The routes' hops, each route's in a row (live routes in slot order after rebuild(); those
   // set since at the end).
