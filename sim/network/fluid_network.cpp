@@ -9,8 +9,6 @@
 #include <numeric>
 #include <string>
 
-#include <omp.h>
-
 #include "sim/core/error.hpp"
 
 namespace rocesim::network {
@@ -52,7 +50,7 @@ double headroom_bytes(double line_bps, double cable_s, double frame_bytes) {
 FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, int threads)
     : fabric_(f), config_(config), threads_(std::max(1, threads)) {
   ROCESIM_CHECK(config.step > 0, "the fluid step is positive");
-  parts_.resize(static_cast<size_t>(threads_));
+  parts_.resize(threads_ == 1 ? 1 : static_cast<size_t>(threads_) * 8);
   links_.resize(f.link_count());
   unmarked_.assign(f.link_count(), 1.0);
   stats_.resize(f.link_count());
@@ -666,8 +664,12 @@ void FluidNetwork::in_parts(size_t work, Body&& body) {
     body(size_t{0}, size_t{1});
     return;
   }
-#pragma omp parallel num_threads(threads_)
-  body(static_cast<size_t>(omp_get_thread_num()), static_cast<size_t>(omp_get_num_threads()));
+  // Several parts a thread, handed out as threads come free: the threads of a shared machine
+  // do not run at one speed.
+  const size_t parts = parts_.size();
+#pragma omp parallel for num_threads(threads_) schedule(dynamic, 1)
+  for (size_t part = 0; part < parts; ++part)
+    body(part, parts);
 }
 
 std::pair<uint32_t, uint32_t> FluidNetwork::link_part(uint32_t lo, uint32_t hi, size_t part,
@@ -844,11 +846,10 @@ void FluidNetwork::compute_rates(double now) {
   }
   // What each QP sees (the most marked of its sending routes) and who uses it; on threads QP by
   // QP, else route by route.
-  for (const QpId q : in_use_) {
-    QpState& qp = qps_[q];
-    qp.users = qp.sending = 0;
-    qp.p = qp.x = 0;
-  }
+  auto reset = [](QpState& q) {
+    q.users = q.sending = 0;
+    q.p = q.x = 0;
+  };
   auto count = [this](QpState& q, const RouteState& rs) {
     if (!rs.sending) return;
     ++q.users;
@@ -862,11 +863,14 @@ void FluidNetwork::compute_rates(double now) {
     const size_t qps = in_use_.size();
     in_parts(live_routes_.size(), [&](size_t part, size_t parts) {
       for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
+        reset(qps_[in_use_[i]]);
         for (uint32_t j = qp_begin_[i]; j < qp_begin_[i + 1]; ++j)
           count(qps_[in_use_[i]], routes_[qp_routes_[j]]);
       }
     });
   } else {
+    for (const QpId q : in_use_)
+      reset(qps_[q]);
     for (const uint32_t r : live_routes_) {
       if (routes_[r].qp != kNoQp) count(qps_[routes_[r].qp], routes_[r]);
     }
@@ -985,17 +989,27 @@ void FluidNetwork::compute_rates(double now) {
   // what arrives.
   const double grid = (std::floor(now / config_.step + 1e-9) + 1) * config_.step;
   const double dt = grid - now;  // what the rates are planned for
-  in_parts(hops_.size(), [&](size_t part, size_t parts) {
+  auto serve_part = [&](size_t v, size_t part, size_t parts) {
+    const auto [lo, hi] = link_part(levels_[v], levels_[v + 1], part, parts);
     bool moving = false;
-    for (size_t v = 0; v + 1 < levels_.size(); ++v) {
-      const auto [lo, hi] = link_part(levels_[v], levels_[v + 1], part, parts);
-      for (uint32_t i = lo; i < hi; ++i) {
-        if (serve(order_[i], dt)) moving = true;
-      }
-#pragma omp barrier
+    for (uint32_t i = lo; i < hi; ++i) {
+      if (serve(order_[i], dt)) moving = true;
     }
     parts_[part].moving = parts_[part].moving || moving;
-  });
+  };
+  const size_t levels = levels_.size() - 1;
+  if (!parallel(hops_.size())) {
+    for (size_t v = 0; v < levels; ++v)
+      serve_part(v, 0, 1);
+  } else {
+    const size_t parts = parts_.size();
+#pragma omp parallel num_threads(threads_)
+    for (size_t v = 0; v < levels; ++v) {
+#pragma omp for schedule(dynamic, 1)  // (its end waits for the whole level)
+      for (size_t part = 0; part < parts; ++part)
+        serve_part(v, part, parts);
+    }
+  }
   for (uint32_t i = levels_.back(); i < links; ++i) {  // a routing loop's
     if (serve(order_[i], dt)) in_motion = true;
   }
@@ -1041,12 +1055,16 @@ void FluidNetwork::plan(double now, bool full) {
   // heap; an entry whose flow or last byte has gone is dropped when it comes to the top, and
   // one that is due but not done (rounding) is predicted again.
   // (due_ is a heap on std::greater: the earliest on top; a full plan makes it in one go.)
+  // While in motion, the next computation, at the next step, plans again: what would happen
+  // after it is not kept.
   const int64_t now_ps = Time::seconds(now).count_ps();
+  const int64_t horizon = full && moving_ ? grid_.count_ps() : std::numeric_limits<int64_t>::max();
   auto add = [&](uint32_t id, bool tracer, std::vector<Due>& due) {
     Due d{0, id, tracer};
     const Time t = predict(d, now);
     if (t.is_infinite()) return false;
     d.ps = std::max(t.count_ps(), now_ps + 1);  // what is due now was taken by advance()
+    if (d.ps > horizon) return false;
     due.push_back(d);
     return true;
   };

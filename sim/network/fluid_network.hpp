@@ -260,9 +260,10 @@ class FluidNetwork final : public NetworkModel {
   void resend(FlowState& fl);
   void rebuild();
   void compute_rates(double now);
-  /// Runs body(part, parts) once per part of the work, on `parts` OpenMP threads (one part, on
-  /// this thread, for small work or one thread). Parts write disjoint state and reduce exactly
-  /// (or, min) into parts_, so results do not depend on the thread count.
+  /// Runs body(part, parts) for each part of the work: one part on this thread for small work
+  /// or one thread, else parts_.size() parts (8 a thread) handed out to the threads as they
+  /// come free. Parts write disjoint state and reduce exactly (or, min) into parts_[part], so
+  /// results do not depend on the thread count.
   template <class Body>
   void in_parts(size_t work, Body&& body);
   /// Whether a pass over `work` items is worth threads.
