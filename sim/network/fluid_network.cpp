@@ -654,8 +654,11 @@ void FluidNetwork::update_qp(QpState& q, double dt) const {
 // Rates
 
 bool FluidNetwork::parallel(size_t work) const {
-  // (Below a thousand items a pass takes a few microseconds, about what waking threads costs.)
-  return threads_ > 1 && work >= 1024;
+  // Below a thousand items a pass takes a few microseconds, about what waking threads costs;
+  // and a computation of fewer than 8,192 route hops (a ring's few hundred) stays on one
+  // thread: its dozen passes would wake the threads a dozen times for little work each (the
+  // 1,024-GPU ring ran 1.25x slower on two threads than on one).
+  return threads_ > 1 && work >= 1024 && hops_.size() >= 8192;
 }
 
 template <class Body>

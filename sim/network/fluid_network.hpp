@@ -266,7 +266,7 @@ class FluidNetwork final : public NetworkModel {
   /// results do not depend on the thread count.
   template <class Body>
   void in_parts(size_t work, Body&& body);
-  /// Whether a pass over `work` items is worth threads.
+  /// Whether a pass over `work` items of the current computation is worth threads.
   bool parallel(size_t work) const;
   /// The nodes and QPs grouped for the passes on threads (nodes_..., qp_begin_...).
   void group();

@@ -654,11 +654,11 @@ TEST(FluidNetwork, AShallowBufferLosesTcpsIncastNotRdmas) {
 
 TEST(FluidNetwork, TheThreadCountChangesNoResult) {
   // The passes over links, routes, QPs and flows run on several threads when they have over
-  // 1,024 items; each thread writes its own links, routes, QPs and flows and reductions are
-  // exact, so every result must be the same to the bit at 1, 2 and 3 threads. 16 one-GPU
-  // servers on two leaves with one uplink each: an all-to-all of eight flows per pair (1,920
-  // flows, about 9,700 hops) congests the uplinks (ECN, DCQCN, PFC); with TCP, seven TCP
-  // senders into one receiver overflow its 256 KB leaf buffer (drops).
+  // 1,024 items in a computation of 8,192 route hops or more; each thread writes its own links,
+  // routes, QPs and flows and reductions are exact, so every result must be the same to the bit at
+  // 1, 2 and 3 threads. 16 one-GPU servers on two leaves with one uplink each: an all-to-all of
+  // eight flows per pair (1,920 flows, about 9,700 hops) congests the uplinks (ECN, DCQCN, PFC);
+  // with TCP, seven TCP senders into one receiver overflow its 256 KB leaf buffer (drops).
   const fabric::Fabric f = test::fabric_from_yaml(R"(
 type: clos
 racks: 2
