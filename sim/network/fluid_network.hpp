@@ -342,7 +342,7 @@ class FluidNetwork final : public NetworkModel {
     bool moving = false;
     double wake = 1e300;
     std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
-    std::vector<uint32_t> found;  // what a pass leaves for this thread, in order (then cleared)
+    std::vector<uint32_t> found;  // what a pass leaves to its one-thread tail, in order
     std::vector<Due> due;         // predictions made, in slot order
   };
   std::vector<Part> parts_;
