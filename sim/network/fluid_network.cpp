@@ -442,7 +442,10 @@ void FluidNetwork::rebuild() {
   for (const fabric::LinkId l : touched)
     scratch_[l] = kNoIndex;
   dirty_ = false;
-  grouped_ = parallel(total);
+  // A computation of fewer than 8,192 route hops (a ring's few hundred) stays on one thread:
+  // its dozen passes would wake the threads a dozen times for little work each (the 1,024-GPU
+  // ring ran 1.25x slower on two threads than on one).
+  grouped_ = threads_ > 1 && total >= 8192;
   if (grouped_) group();
 }
 
@@ -654,11 +657,8 @@ void FluidNetwork::update_qp(QpState& q, double dt) const {
 // Rates
 
 bool FluidNetwork::parallel(size_t work) const {
-  // Below a thousand items a pass takes a few microseconds, about what waking threads costs;
-  // and a computation of fewer than 8,192 route hops (a ring's few hundred) stays on one
-  // thread: its dozen passes would wake the threads a dozen times for little work each (the
-  // 1,024-GPU ring ran 1.25x slower on two threads than on one).
-  return threads_ > 1 && work >= 1024 && hops_.size() >= 8192;
+  // (Below a thousand items a pass takes a few microseconds, about what waking threads costs.)
+  return grouped_ && work >= 1024;
 }
 
 template <class Body>

@@ -371,7 +371,7 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> node_slot_;  // rebuild()'s scratch: a node's index in nodes_
   // The live routes of each QP of in_use_: qp_routes_[qp_begin_[i], qp_begin_[i + 1]).
   std::vector<uint32_t> qp_begin_, qp_routes_;
-  bool grouped_ = false;  // nodes_ and qp_begin_ are made (rebuild(), when threads will work)
+  bool grouped_ = false;  // threads will work: nodes_ and qp_begin_ are made (rebuild())
   std::vector<Hop> hops_;
   // The routes' hops, each route's in a row (live routes in slot order after rebuild(); those
   // set since at the end).
