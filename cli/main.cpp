@@ -50,6 +50,7 @@ int cmd_run(const std::string& scenario_path, const std::string& out_path,
   o.seed = seed;
   o.threads = threads;
   o.parameters = cli::parse_sets(sets, calibrations);
+  o.flow_records = !out_path.empty() || !trace_path.empty();
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(scenario_path, o);
 
   cli::Progress progress(*run->sim, quiet);
@@ -65,7 +66,8 @@ int cmd_run(const std::string& scenario_path, const std::string& out_path,
   }
   if (!trace_path.empty()) metrics::write_trace(trace_path, *run->sim, *run->recorder);
   if (!quiet) {
-    std::cout << metrics::format_summary(*run->recorder, {run->name, run->seed, wall});
+    std::cout << metrics::format_summary(*run->recorder,
+                                         {run->name, run->seed, wall, !out_path.empty()});
     if (!out_path.empty()) std::cout << fmt::format("\nresults written to {}\n", out_path);
     if (!trace_path.empty()) std::cout << fmt::format("trace written to {}\n", trace_path);
   }

@@ -64,6 +64,7 @@ int nccl_tests(const NcclTestsCommand& c) {
   overrides.seed = c.seed;
   overrides.skip_workloads = true;
   overrides.parameters = parse_sets(c.set, c.calibration);
+  overrides.flow_records = !c.output.empty() || !c.trace.empty();
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   std::vector<std::string> not_modelled;
   if (!c.env.empty()) {

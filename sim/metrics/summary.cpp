@@ -81,7 +81,7 @@ std::string format_summary(const Recorder& rec, const RunInfo& info) {
     }
     out += fmt::format("CNPs received by the senders: {:.4g}\n", cr.cnps());
   }
-  if (rec.flows_truncated()) {
+  if (info.results_file && rec.flows_truncated()) {
     out += fmt::format("\nnote: results.h5 keeps the first {} of {} flows (output.max_flows)\n",
                        rec.flows().size(), rec.flows_seen());
   }

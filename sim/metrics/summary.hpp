@@ -14,6 +14,7 @@ struct RunInfo {
   std::string scenario_name;
   uint64_t seed = 0;
   double wall_seconds = 0;
+  bool results_file = true;  // a results.h5 is written (its flow table's truncation is noted)
 };
 
 std::string format_summary(const Recorder& rec, const RunInfo& info);

@@ -36,7 +36,7 @@ constexpr Param kOutputParams[] = {
      .type = ParamType::Integer,
      .fallback = "1000000",
      .help = "flow records kept for results.h5 (the first ones delivered); all flows still count "
-             "in the statistics",
+             "in the statistics. A run that writes neither results.h5 nor a trace keeps none",
      .check = Check::NonNegative,
      .max = 1000000000},
     {.key = "compression",
@@ -569,7 +569,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   }
 
   const ParamReader out = r.section("output", kOutputTable);
-  run->max_flow_records = static_cast<size_t>(out.integer("max_flows"));
+  run->max_flow_records = o.flow_records ? static_cast<size_t>(out.integer("max_flows")) : 0;
   run->compression = out.integer_as<int>("compression");
   if (run->compression > 9)
     out.fail("compression", "a deflate level from 0 to 9", std::to_string(run->compression));

@@ -27,6 +27,9 @@ struct Overrides {
   bool skip_workloads = false;
   /// Parameter values applied after the scenario's calibration files (`--set`, the fitter).
   std::vector<ParamOverride> parameters;
+  /// False when nothing will read the run's flow records (no results file, no trace): none is
+  /// kept, whatever `output.max_flows` says (a million of them take 72 MB).
+  bool flow_records = true;
 };
 
 /// Everything one run needs, built and wired; run() simulates.

@@ -28,6 +28,7 @@ namespace rocesim::test {
 namespace {
 
 using testing::HasSubstr;
+using testing::Not;
 
 /// The YAML files of a source directory, sorted, found when the tests are listed: adding a
 /// scenario or a topology adds a test.
@@ -125,6 +126,21 @@ TEST(Readme, TheScenarioRunsWhereItSaysToSaveIt) {
                           dir / "scenarios/my-study.yaml"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("scenario my-study"));
+}
+
+TEST(Run, NotesATruncatedFlowTableOnlyWhenItWritesOne) {
+  // results.h5 keeps output.max_flows flow records, and the summary says when it keeps fewer
+  // than the run had; without a results file there is no table to speak of.
+  const std::string scenario = source_path("scenarios/quickstart.yaml");
+  const TempDir dir("truncated");
+  const CommandResult written =
+      run_cli(fmt::format("run {} -o {} --set output.max_flows=3", scenario, dir / "r.h5"));
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+  EXPECT_THAT(written.out, HasSubstr("results.h5 keeps the first 3 of"));
+  const CommandResult none =
+      run_cli(fmt::format("run {} --no-output --set output.max_flows=3", scenario));
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_THAT(none.out, Not(HasSubstr("keeps the first")));
 }
 
 // ---- rocesim plot ----

@@ -5,8 +5,10 @@
 
 #include "sim/collectives/ring_allreduce.hpp"
 #include "sim/engine/task_graph.hpp"
+#include "sim/metrics/recorder.hpp"
 #include "sim/network/maxmin_network.hpp"
 #include "sim/routing/router.hpp"
+#include "sim/scenario/scenario.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -208,6 +210,26 @@ TEST(Simulation, RepeatedOperationsDoNotGrowThePathTable) {
     return run->sim->paths().size();
   };
   EXPECT_EQ(paths_after(12), paths_after(1));
+}
+
+TEST(Simulation, ARunWhoseFlowRecordsNobodyReadsKeepsNone) {
+  // `rocesim run --no-output` (no results.h5, no trace) asks for no flow records: the recorder
+  // keeps none of the 64 flows of this AlltoAll whatever output.max_flows says, and counts them
+  // all; a run that writes results keeps the first max_flows.
+  const std::string yaml = test::clos_topology(2, 2, 4, 4) +
+                           "workloads:\n  - {type: nccl, collective: alltoall, bytes: 1MiB}\n"
+                           "output: {max_flows: 10}\n";
+  scenario::Overrides o;
+  o.flow_records = false;
+  const auto none = scenario::load_scenario_text(yaml, "t.yaml", test::source_path(""), o);
+  none->run();
+  const auto kept = test::scenario_from_yaml(yaml);
+  kept->run();
+  EXPECT_TRUE(none->recorder->flows().empty());
+  EXPECT_EQ(none->recorder->flows_seen(), kept->recorder->flows_seen());
+  EXPECT_GE(kept->recorder->flows_seen(), 16u * 15u);
+  EXPECT_EQ(kept->recorder->flows().size(), 10u);
+  EXPECT_EQ(none->sim->end_time(), kept->sim->end_time());
 }
 
 }  // namespace
