@@ -302,5 +302,68 @@ TEST(OpRunners, SeveralInOneWorkloadRunAtOnceAndShareTheFabric) {
   EXPECT_NEAR(shared[1], shared[0], 1e-6 * alone);
 }
 
+/// Runs collectives one after another on one runner.
+class Sequence final : public engine::Workload {
+ public:
+  Sequence(OpRunner runner, std::vector<Collective> ops)
+      : Workload("sequence"), runner_(std::move(runner)), ops_(std::move(ops)) {}
+  std::string_view type() const override { return "sequence"; }
+  void start(engine::Simulation& sim, engine::WorkloadId id) override { next(sim, id); }
+  void on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override {
+    runner_.on_transfer_done(sim, id, tag);
+    if (runner_.done()) next(sim, id);
+  }
+  void on_timer(engine::Simulation& sim, engine::WorkloadId id, uint64_t tag) override {
+    runner_.on_timer(sim, id, tag);
+    if (runner_.done()) next(sim, id);
+  }
+  std::vector<double> seconds;
+
+ private:
+  void next(engine::Simulation& sim, engine::WorkloadId id) {
+    if (at_ > 0) seconds.push_back(runner_.result().duration().in_seconds());
+    if (at_ == ops_.size()) {
+      sim.finish(id);
+      return;
+    }
+    runner_.start(sim, id, ops_[at_++], int64_t{64} << 20, 3);
+  }
+  OpRunner runner_;
+  std::vector<Collective> ops_;
+  size_t at_ = 0;
+};
+
+/// Runs `ops` on one runner over all 16 ranks of the two-server scenario; returns the QPs the
+/// simulation made and each operation's time.
+std::pair<size_t, std::vector<double>> sequence(const std::vector<Collective>& ops) {
+  scenario::Overrides o;
+  o.skip_workloads = true;
+  auto run = scenario::load_scenario_text(kScenario, "two-servers.yaml", test::source_path(""), o);
+  auto w = std::make_unique<Sequence>(OpRunner(run->fabric, run->job_ranks, run->nccl, 0), ops);
+  const Sequence* seq = w.get();
+  run->sim->add_workload(std::move(w), Time{});
+  run->run();
+  return {run->sim->qps().size(), seq->seconds};
+}
+
+TEST(OpRunners, PointToPointOperationsShareTheirPairsConnections) {
+  // NCCL connects a pair once: a Gather, Scatter or Send/Recv uses the connections of the
+  // pairs it shares with an AlltoAll, whichever ran first (an AlltoAll keeps its pairs' in a
+  // table of its own, beside the map where the others are). So the QPs after Gather, AlltoAll,
+  // Scatter, Send/Recv and AlltoAll again are those of one AlltoAll (every ordered pair), and
+  // each operation takes the time it takes on a runner that has made its connections already.
+  using enum Collective;
+  const auto [alone, alone_s] = sequence({AllToAll});
+  const auto [mixed, mixed_s] = sequence({Gather, AllToAll, Scatter, SendRecv, AllToAll});
+  ASSERT_GT(alone, 16u * 15u);  // every ordered pair, two channels a pair across the servers
+  EXPECT_EQ(mixed, alone);
+  ASSERT_EQ(mixed_s.size(), 5u);
+  EXPECT_DOUBLE_EQ(mixed_s[1], alone_s[0]);
+  EXPECT_DOUBLE_EQ(mixed_s[4], alone_s[0]);
+  EXPECT_EQ(sequence({AllToAll, Gather}).first, alone);
+  EXPECT_EQ(sequence({SendRecv, Gather, Scatter}).first,
+            sequence({Scatter, Gather, SendRecv}).first);
+}
+
 }  // namespace
 }  // namespace rocesim::collectives::nccl

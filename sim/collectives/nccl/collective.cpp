@@ -266,6 +266,12 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
                                           int channel) {
   const EdgeKey key{e.src, e.dst, e.relay, message, channel};
   if (const engine::ConnectionId* known = connections_.find(key)) return *known;
+  const engine::ConnectionId id = connect(sim, e, message);
+  connections_.insert(key, id);
+  return id;
+}
+
+engine::ConnectionId OpRunner::connect(engine::Simulation& sim, const Edge& e, int64_t message) {
   engine::ConnectionSpec spec;
   spec.qps = config_.qps_per_connection;
   spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
@@ -273,9 +279,7 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
   spec.relay = e.relay;
   spec.port = e.port;
   spec.through_nics = e.network && f_.node(e.src).server == f_.node(e.dst).server;
-  const engine::ConnectionId id = sim.connect(e.src, e.dst, spec);
-  connections_.insert(key, id);
-  return id;
+  return sim.connect(e.src, e.dst, spec);
 }
 
 void OpRunner::set_step_costs() {
@@ -878,29 +882,55 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   return chunk;
 }
 
+std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulation& sim, int i,
+                                                               int j, int k) {
+  const int n = comm_.nranks();
+  const bool table = !p2p_pairs_.empty();
+  const size_t at = (static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(j)) *
+                        static_cast<size_t>(config_.channels_per_net_peer) +
+                    static_cast<size_t>(k);
+  if (table && p2p_pairs_[at] != kNoPair) return {p2p_pairs_[at] >> 1, (p2p_pairs_[at] & 1) != 0};
+  // Where GPUs own several NICs, channel k of the pair i -> j goes through NIC (d + k) mod
+  // nics-per-GPU, d = (j - i) mod n (NCCL gives each peer distance its channels, and a channel
+  // its NIC by its id), so a GPU's peers spread over all of its NICs, sending and receiving;
+  // with PXN it is relayed over NVLink to the sender server's GPU of that rail.
+  const fabric::NodeId src = comm_.ranks()[static_cast<size_t>(i)];
+  const fabric::NodeId dst = comm_.ranks()[static_cast<size_t>(j)];
+  const int port = ((j - i + n) % n + k) % comm_.nics_per_gpu();
+  const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
+  const bool network = f_.node(src).server != f_.node(dst).server;
+  const int64_t message = (network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
+  if (!table) return {connection(sim, e, message, kP2pChannel - k), e.network};
+  // A pair connected before the table was made is in the map; a new one is kept here alone.
+  const engine::ConnectionId* known =
+      connections_.find(EdgeKey{e.src, e.dst, e.relay, message, kP2pChannel - k});
+  const engine::ConnectionId id = known != nullptr ? *known : connect(sim, e, message);
+  ROCESIM_CHECK(id < kNoPair / 2, "point-to-point connections below 2^31");
+  p2p_pairs_[at] = id << 1 | (e.network ? 1u : 0u);
+  return {id, e.network};
+}
+
 void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root,
                         double imbalance, uint64_t seed) {
   const int n = comm_.nranks();
-  const std::vector<fabric::NodeId>& r = comm_.ranks();
+  if ((c == Collective::AllToAll || c == Collective::AllToAllv) && p2p_pairs_.empty()) {
+    p2p_pairs_.assign(static_cast<size_t>(n) * static_cast<size_t>(n) *
+                          static_cast<size_t>(config_.channels_per_net_peer),
+                      kNoPair);
+  }
   auto add = [&](int i, int j, int64_t b) {
     if (b <= 0 || i == j) return;
-    const fabric::NodeId src = r[static_cast<size_t>(i)], dst = r[static_cast<size_t>(j)];
-    const bool network = f_.node(src).server != f_.node(dst).server;
     // Across servers NCCL spreads a pair's data over NCCL_NCHANNELS_PER_NET_PEER channels,
-    // each with its own connection (and QPs). Where GPUs own several NICs, channel k of the
-    // pair i -> j goes through NIC (d + k) mod nics-per-GPU, d = (j - i) mod n (NCCL gives each
-    // peer distance its channels, and a channel its NIC by its id), so a GPU's peers spread
-    // over all of its NICs, sending and receiving; with PXN it is relayed over NVLink to the
-    // sender server's GPU of that rail.
+    // each with its own connection (and QPs).
+    const std::vector<fabric::NodeId>& r = comm_.ranks();
+    const bool network =
+        f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server;
     const int parts = network ? config_.channels_per_net_peer : 1;
-    const int64_t message =
-        (network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
       if (share <= 0) continue;
-      const int port = ((j - i + n) % n + k) % comm_.nics_per_gpu();
-      const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
-      p2p_.push_back({connection(sim, e, message, kP2pChannel - k), share, e.network});
+      const auto [id, net] = p2p_connection(sim, i, j, k);
+      p2p_.push_back({id, share, net});
     }
   };
   switch (c) {

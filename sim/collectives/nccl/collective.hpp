@@ -207,6 +207,8 @@ class OpRunner {
   /// 1, ...
   engine::ConnectionId connection(engine::Simulation& sim, const Edge& e, int64_t message,
                                   int channel);
+  /// A new connection of an edge (connection() keeps it under its key).
+  engine::ConnectionId connect(engine::Simulation& sim, const Edge& e, int64_t message);
   static constexpr int kP2pChannel = -1;
   static constexpr int kEveryStage = -1;
   TuningInput tuning_input(Collective c, int channels) const;
@@ -225,6 +227,10 @@ class OpRunner {
   void plan_pat(engine::Simulation& sim, Collective c, int64_t bytes);
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
+  /// The connection of part `k` of rank i's point-to-point transfer to rank j, and whether it
+  /// goes through the NET transport.
+  std::pair<engine::ConnectionId, bool> p2p_connection(engine::Simulation& sim, int i, int j,
+                                                       int k);
   /// RCCL's MSCCL schedule that runs the operation instead of its tuner's choice, or nullptr.
   const MscclAlgorithm* msccl_for(Collective c, int64_t bytes) const;
   /// MSCCL's all-pairs AllReduce: every rank's transfers to every peer, in one or two passes.
@@ -293,6 +299,11 @@ class OpRunner {
     }
   };
   FlatMap<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
+  // The point-to-point connections of every ordered pair of ranks and part, 2 id + network (all
+  // ones: none yet), made at the first AlltoAll: it connects every pair, and an entry here costs
+  // 4 bytes against some 80 in the map (whose entries for pairs made before stay valid).
+  std::vector<uint32_t> p2p_pairs_;
+  static constexpr uint32_t kNoPair = static_cast<uint32_t>(-1);
   // A channel's edges and connections by shape: kept from one operation to the next.
   enum class LegShape : uint8_t {
     Ring,
