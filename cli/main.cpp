@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
 
 #include "cli/commands.hpp"
 #include "cli/mpi.hpp"
@@ -421,6 +422,11 @@ int main(int argc, char** argv) {
   } catch (const InternalError& e) {
     std::cerr << e.what() << "\n";
     rc = kExitInternal;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory: the simulation needs more memory than this process may "
+                 "use (what a run holds grows with its flows in flight and its connections: "
+                 "docs/performance.md gives figures per flow)\n";
+    rc = 1;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     rc = 1;

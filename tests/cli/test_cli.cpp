@@ -201,6 +201,22 @@ TEST(NcclTests, PrintsTheTableAndWritesItsRows) {
   EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
 }
 
+TEST(NcclTests, RunningOutOfMemoryIsSaidSo) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+#endif
+  // The 1,024-GPU AlltoAll holds about 1.5 GB; under a 300 MB limit on the address space the
+  // allocation that fails ends the run with a message that says what happened, not a bare
+  // std::bad_alloc, and no table.
+  const CommandResult r = run_command(
+      fmt::format("ulimit -v 300000; {} nccl-tests --scenario {} alltoall_perf -b 1G -e 1G -n 1 "
+                  "-w 0",
+                  cli_path(), source_path("bench/scenarios/nccl_1024.yaml")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: out of memory"));
+  EXPECT_THAT(r.out, Not(HasSubstr("1073741824")));
+}
+
 TEST(NcclTests, SettingsOnTheCommandLineOverTheScenarios) {
   // -x NCCL_ALGO=Ring forces rings where the tuner would pick a tree for 64 KiB: slower.
   const std::string scenario = source_path("scenarios/nccl_collectives.yaml");
