@@ -347,22 +347,23 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
   ROCESIM_CHECK(qps >= 1, "a connection needs at least one QP");
   ROCESIM_CHECK(spec.message_bytes >= 0, "message size cannot be negative");
   ROCESIM_CHECK(src_gpu != dst_gpu, "a connection joins two different GPUs");
+  ROCESIM_CHECK(spec.port < 65536, "a NIC port below 65,536");
   const fabric::Node& s = fabric_.node(src_gpu);
   const fabric::Node& d = fabric_.node(dst_gpu);
   ROCESIM_CHECK(s.kind == fabric::NodeKind::Gpu && d.kind == fabric::NodeKind::Gpu,
                 "connections join GPUs");
   const auto id = static_cast<ConnectionId>(connections_.size());
-  Connection c{src_gpu,
+  Connection c{spec.message_bytes,
+               src_gpu,
                dst_gpu,
                static_cast<QpIndex>(qps_.size()),
                qps,
                0,
-               spec.mode,
-               spec.message_bytes,
                static_cast<uint32_t>(via_.size()),
                0,
                spec.relay == src_gpu ? fabric::kNone : spec.relay,
-               spec.port,
+               static_cast<uint16_t>(spec.port),
+               spec.mode,
                spec.traffic_class,
                spec.transport,
                false,
@@ -530,7 +531,7 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
     if (!plain) spec.merged_weights = pipe_weights_;
   }
   const uint32_t slot = transfers_.acquire();
-  transfers_[slot] = Transfer{w, tag, 1};
+  transfers_[slot] = Transfer{tag, w, 1};
   const uint32_t flow = start_running(slot, connections_[legs.front().connection].first_qp, p,
                                       static_cast<uint32_t>(legs.size()), spec);
   // The legs, to route the pipeline again if routing changes under it.
@@ -546,7 +547,7 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
   // Bytes per QP for this transfer.
   const int64_t total = bytes.count();
   if (conn.qps == 1) {
-    transfers_[slot] = Transfer{w, tag, 1};
+    transfers_[slot] = Transfer{tag, w, 1};
     start_flow(slot, conn.first_qp, total, rate_cap, window);
     return;
   }
@@ -575,7 +576,7 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
   uint32_t used = 0;
   for (int64_t b : qp_bytes_)
     used += b > 0 ? 1 : 0;
-  transfers_[slot] = Transfer{w, tag, used};
+  transfers_[slot] = Transfer{tag, w, used};
   for (uint32_t q = 0; q < conn.qps; ++q) {
     if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q], rate_cap, window);
   }

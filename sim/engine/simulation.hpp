@@ -262,23 +262,24 @@ class Simulation {
 
  private:
   struct Connection {
+    int64_t message_bytes;
     fabric::NodeId src, dst;
     QpIndex first_qp;
     uint32_t qps;
     uint32_t next = 0;  // round-robin position
-    QpMode mode;
-    int64_t message_bytes;
     uint32_t via_begin, via_end;
     fabric::NodeId relay;
-    uint32_t port;
+    uint16_t port;
+    QpMode mode;
     network::TrafficClass traffic_class;
     network::Transport transport;
     bool nvlink;        // inside one server: never routed through the fabric
     bool through_nics;  // between GPUs of one server, through their NICs and the fabric
   };
+  static_assert(sizeof(Connection) == 48);
   struct Transfer {
-    WorkloadId workload;
     uint64_t tag;
+    WorkloadId workload;
     uint32_t pending;  // flows not yet delivered
   };
   struct Running {  // a flow from its start to its delivery

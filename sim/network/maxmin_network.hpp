@@ -46,11 +46,12 @@ class MaxMinNetwork final : public NetworkModel {
     double rate = 0;       // bytes/s since `since` (0: stalled on a link that is down)
     Time since{};
     double cap = kNoRateCap;
-    bool reduce = false;   // FlowSpec::reduce_in_switches
     double bytes = 0;      // at start (or at the reroute that made this state)
     uint32_t version = 0;  // bumps when the predicted end moves
+    bool reduce = false;   // FlowSpec::reduce_in_switches
     bool live = false;
   };
+  static_assert(sizeof(FlowState) == 48);
   struct Pending {  // a predicted end, current while `version` is the flow's
     FlowHandle flow;
     uint32_t version;

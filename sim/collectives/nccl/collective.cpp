@@ -930,7 +930,7 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
       if (share <= 0) continue;
       const auto [id, net] = p2p_connection(sim, i, j, k);
-      p2p_.push_back({id, share, net});
+      p2p_.push_back({id, net, share});
     }
   };
   switch (c) {
@@ -1020,7 +1020,7 @@ void OpRunner::plan_pat(engine::Simulation& sim, Collective c, int64_t bytes) {
         const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
         const engine::ConnectionId id = connection(sim, e, chunk, ch);
         wire = std::max(wire, sim.connection_latency(id).in_us());
-        p2p_.push_back({id, static_cast<int64_t>(std::llround(share)), e.network, window});
+        p2p_.push_back({id, e.network, static_cast<int64_t>(std::llround(share)), window});
       }
     }
     wire_sum += wire;
@@ -1071,7 +1071,7 @@ void OpRunner::plan_msccl(engine::Simulation& sim, int64_t bytes, const MscclAlg
       if (i == j) continue;
       const Edge e = comm_.edge(r[static_cast<size_t>(i)], r[static_cast<size_t>(j)], false);
       for (int ch = 0; ch < m.channels; ++ch) {
-        p2p_.push_back({connection(sim, e, step, ch), share, false, window});
+        p2p_.push_back({connection(sim, e, step, ch), false, share, window});
       }
     }
   }

@@ -335,9 +335,9 @@ class OpRunner {
   std::vector<Channel> channels_;
   struct P2pTransfer {
     engine::ConnectionId connection;
-    int64_t bytes = 0;
     bool network = false;  // across servers (NET transport) or inside one (P2P over NVLink)
-    double window = 0;     // bytes unacknowledged; 0: NCCL_STEPS point-to-point chunks
+    int64_t bytes = 0;
+    double window = 0;  // bytes unacknowledged; 0: NCCL_STEPS point-to-point chunks
   };
   std::vector<P2pTransfer> p2p_;  // pair transfers
   int p2p_passes_ = 1;            // times they run, each after the one before (MSCCL: 1 or 2)
