@@ -44,6 +44,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       std::any_of(weights.begin(), weights.end(), [](double w) { return w != 1; });
   const FlowSlot f = flows_.acquire();
   if (f >= bound_of_.size()) bound_of_.resize(f + 1, kFreeSlot);
+  if (f >= pos_.size()) pos_.resize(f + 1);
   bound_of_[f] = rate_bound(-1);
   Flow& x = flows_[f];
   x.cap = cap;
@@ -74,7 +75,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       const LinkIndex l = links[i];
       ROCESIM_CHECK(l < links_.size(), "link index out of range");
       x.hops[i] = l;
-      x.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
+      pos_[f][i] = static_cast<uint32_t>(links_[l].flows.size());
       links_[l].flows.push_back({f, i});
       links_[l].bounds_valid = false;
     }
@@ -97,8 +98,9 @@ void MaxMinSolver::remove(FlowSlot f) {
       const LinkIndex l = x.hops[i];
       FlowList& v = links_[l].flows;
       const Entry last = v.back();
-      v[x.pos[i]] = last;
-      pos(flows_[last.flow], last.hop) = x.pos[i];
+      const uint32_t at = pos_[f][i];
+      v[at] = last;
+      pos(last.flow, last.hop) = at;
       v.pop_back();
       dirty_links_.push_back(l);
     }
@@ -110,7 +112,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       extra_weight_[l] = v.size() == 1 ? 0 : extra_weight_[l] - (e.weight[i] - 1);
       const Entry last = v.back();
       v[e.pos[i]] = last;
-      pos(flows_[last.flow], last.hop) = e.pos[i];
+      pos(last.flow, last.hop) = e.pos[i];
       v.pop_back();
       dirty_links_.push_back(l);
     }

@@ -55,6 +55,7 @@
 // does not depend on the thread count.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <limits>
@@ -69,9 +70,10 @@ class MaxMinSolver {
  public:
   using FlowSlot = uint32_t;
   using LinkIndex = uint32_t;
-  /// Paths up to this long without weights are stored in the flow itself (the common case);
-  /// longer or weighted paths are stored beside it.
-  static constexpr uint32_t kInlineHops = 12;
+  /// Paths up to this long without weights are stored in the flow itself (the common case: a
+  /// path between GPUs of a two-tier fabric, PXN's NVLink detour included, has at most 8
+  /// links); longer or weighted paths are stored beside it.
+  static constexpr uint32_t kInlineHops = 8;
   static constexpr double kNoCap = std::numeric_limits<double>::infinity();
 
   /// Capacities in bytes per second, all positive.
@@ -123,19 +125,22 @@ class MaxMinSolver {
 
  private:
   static constexpr uint32_t kNone = static_cast<uint32_t>(-1);
-  // Layouts keep what one step touches together: the first cache line of a flow holds its path,
-  // cap and rate; a link's list, capacity and solve state share one line.
+  // Layouts keep what one step touches together: a flow's cache line holds what the solve reads
+  // of it (its path, cap, rate and solve state); the positions in its links' lists, which only
+  // adding and removing it read, are beside it (pos_). A link's list, capacity and solve state
+  // share one line.
   struct alignas(64) Flow {
     LinkIndex hops[kInlineHops];  // the path, when `extended` is kNone
     double cap = kNoCap;
     double rate = -1;           // < 0: added since the last solve
-    uint32_t pos[kInlineHops];  // index of this flow in each hop's list
     uint32_t nhops = 0;         // 0: not live
     uint32_t extended = kNone;  // index in extended_ for long or weighted paths
     uint32_t mark = 0;          // == epoch_: in a component of this solve
     uint32_t comp_pos = 0;      // position in comp_flows_ during a solve
   };
-  static_assert(sizeof(Flow) == 128, "a flow is two cache lines");
+  static_assert(sizeof(Flow) == 64, "a flow is one cache line");
+  /// Of a flow whose path is in it: the index of the flow in each hop's list.
+  using InlinePos = std::array<uint32_t, kInlineHops>;
   struct Extended {  // a path that does not fit a Flow
     std::vector<LinkIndex> hops;
     std::vector<uint32_t> pos;
@@ -148,7 +153,9 @@ class MaxMinSolver {
   double weight(const Flow& x, uint32_t i) const {
     return simple(x) ? 1.0 : extended_[x.extended].weight[i];
   }
-  uint32_t& pos(Flow& x, uint32_t i) { return simple(x) ? x.pos[i] : extended_[x.extended].pos[i]; }
+  uint32_t& pos(FlowSlot f, uint32_t i) {
+    return simple(flows_[f]) ? pos_[f][i] : extended_[flows_[f].extended].pos[i];
+  }
   struct Entry {  // a flow on a link's list, and which of its hops the link is
     FlowSlot flow;
     uint32_t hop;
@@ -275,6 +282,7 @@ class MaxMinSolver {
   // the flows rather than in them, so checking a heap entry reads 4 bytes, not a cache line.
   std::vector<float> bound_of_;
   SlotPool<Flow> flows_;
+  std::vector<InlinePos> pos_;  // per flow slot
   SlotPool<Extended> extended_;
   size_t active_ = 0;
 
