@@ -82,7 +82,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
   }
   // One link is seed enough: the exploration walks the new flow (it has no rate yet, so it is
   // never frozen) and from it every link it crosses, with whatever shares them.
-  dirty_links_.push_back(links[0]);
+  mark_dirty(links[0]);
   added_.push_back(f);
   ++active_;
   return f;
@@ -102,7 +102,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       v[at] = last;
       pos(last.flow, last.hop) = at;
       v.pop_back();
-      dirty_links_.push_back(l);
+      mark_dirty(l);
     }
   } else {
     Extended& e = extended_[x.extended];
@@ -114,7 +114,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       v[e.pos[i]] = last;
       pos(last.flow, last.hop) = e.pos[i];
       v.pop_back();
-      dirty_links_.push_back(l);
+      mark_dirty(l);
     }
   }
   x.nhops = 0;
@@ -131,7 +131,7 @@ void MaxMinSolver::set_capacity(LinkIndex l, double capacity) {
   ROCESIM_CHECK(l < links_.size(), "link index out of range");
   ROCESIM_CHECK(capacity >= 0 && std::isfinite(capacity), "link capacities must be >= 0");
   links_[l].cap = capacity;
-  dirty_links_.push_back(l);
+  mark_dirty(l);
   capacity_changed_ = true;
 }
 
@@ -377,9 +377,11 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
     }
   } else {
     tau = 0;  // nothing frozen
+    for (const LinkIndex l : dirty_links_)
+      links_[l].dirty = false;
     dirty_links_.clear();
     for (LinkIndex l = 0; l < links_.size(); ++l) {
-      if (!links_[l].flows.empty()) dirty_links_.push_back(l);
+      if (!links_[l].flows.empty()) mark_dirty(l);
     }
   }
 
@@ -410,6 +412,8 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
       changed.push_back(f);
     }
   }
+  for (const LinkIndex l : dirty_links_)
+    links_[l].dirty = false;
   dirty_links_.clear();
   added_.clear();
   removed_min_rate_ = kNoCap;

@@ -223,6 +223,7 @@ class MaxMinSolver {
     uint32_t mark = 0;          // == epoch_: visited by this solve
     uint32_t unfixed = 0;       // how many there are
     bool bounds_valid = false;  // bounds_ of the link hold since the last change on it
+    bool dirty = false;         // in dirty_links_
   };
   static_assert(sizeof(LinkState) == 64, "a link is one cache line");
   struct Component {
@@ -287,7 +288,12 @@ class MaxMinSolver {
   size_t active_ = 0;
 
   // Changes since the last solve.
-  std::vector<LinkIndex> dirty_links_;
+  std::vector<LinkIndex> dirty_links_;  // each once, in the order of their first change
+  void mark_dirty(LinkIndex l) {
+    if (links_[l].dirty) return;
+    links_[l].dirty = true;
+    dirty_links_.push_back(l);
+  }
   std::vector<FlowSlot> added_;
   double removed_min_rate_ = kNoCap;
   bool capacity_changed_ = false;
