@@ -29,6 +29,7 @@ int validate(const ValidateCommand& c) {
   overrides.seed = c.seed;
   overrides.skip_workloads = true;
   overrides.parameters = parse_sets(c.set, c.calibration);
+  overrides.flow_records = false;  // validation reads operation times only
   // The scenario as simulated (calibrated parameters applied), for results.h5.
   const std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   // A bad file is left out and reported at the end: the others are still worth their results.

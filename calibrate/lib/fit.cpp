@@ -252,6 +252,7 @@ class Model {
     scenario::Overrides o;
     o.seed = options_.seed;
     o.parameters = options_.fixed;
+    o.flow_records = false;  // the fit reads operation times only
     for (size_t j = 0; j < params_.size(); ++j) {
       const FittedParameter& p = params_[j];
       const double v = p.lower + x[static_cast<Eigen::Index>(j)] * (p.upper - p.lower);
