@@ -299,9 +299,10 @@ class OpRunner {
     }
   };
   FlatMap<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
-  // The point-to-point connections of every ordered pair of ranks and part, 2 id + network (all
-  // ones: none yet), made at the first AlltoAll: it connects every pair, and an entry here costs
-  // 4 bytes against some 80 in the map (whose entries for pairs made before stay valid).
+  // The point-to-point connection of every ordered pair of ranks and part, as its id times 2
+  // plus 1 where it goes through the NET transport (kNoPair: not connected yet). Made at the
+  // first AlltoAll, which connects every pair: an entry here costs 4 bytes, one in the map some
+  // 80 (the map's entries for pairs connected before the table stay valid, and are found).
   std::vector<uint32_t> p2p_pairs_;
   static constexpr uint32_t kNoPair = static_cast<uint32_t>(-1);
   // A channel's edges and connections by shape: kept from one operation to the next.
