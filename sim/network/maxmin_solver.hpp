@@ -70,9 +70,10 @@ class MaxMinSolver {
  public:
   using FlowSlot = uint32_t;
   using LinkIndex = uint32_t;
-  /// Paths up to this long without weights are stored in the flow itself (the common case: a
-  /// path between GPUs of a two-tier fabric, PXN's NVLink detour included, has at most 8
-  /// links); longer or weighted paths are stored beside it.
+  /// Paths up to this long without weights are stored in the flow itself (the common case:
+  /// between GPUs of a two-tier fabric, PXN's NVLink detour included, a path has at most 8
+  /// links; PCIe switches in the servers or a third tier of switches make longer ones); longer
+  /// or weighted paths are stored beside it.
   static constexpr uint32_t kInlineHops = 8;
   static constexpr double kNoCap = std::numeric_limits<double>::infinity();
 
