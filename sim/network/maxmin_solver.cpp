@@ -377,9 +377,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
     }
   } else {
     tau = 0;  // nothing frozen
-    for (const LinkIndex l : dirty_links_)
-      links_[l].dirty = false;
-    dirty_links_.clear();
+    clear_dirty();
     for (LinkIndex l = 0; l < links_.size(); ++l) {
       if (!links_[l].flows.empty()) mark_dirty(l);
     }
@@ -412,9 +410,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
       changed.push_back(f);
     }
   }
-  for (const LinkIndex l : dirty_links_)
-    links_[l].dirty = false;
-  dirty_links_.clear();
+  clear_dirty();
   added_.clear();
   removed_min_rate_ = kNoCap;
 }

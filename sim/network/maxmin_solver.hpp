@@ -295,6 +295,11 @@ class MaxMinSolver {
     links_[l].dirty = true;
     dirty_links_.push_back(l);
   }
+  void clear_dirty() {
+    for (const LinkIndex l : dirty_links_)
+      links_[l].dirty = false;
+    dirty_links_.clear();
+  }
   std::vector<FlowSlot> added_;
   double removed_min_rate_ = kNoCap;
   bool capacity_changed_ = false;

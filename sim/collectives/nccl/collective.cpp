@@ -883,7 +883,7 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
 }
 
 std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulation& sim, int i,
-                                                               int j, int k) {
+                                                               int j, int k, bool network) {
   const int n = comm_.nranks();
   const bool table = !p2p_pairs_.empty();
   const size_t at = (static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(j)) *
@@ -898,7 +898,6 @@ std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulatio
   const fabric::NodeId dst = comm_.ranks()[static_cast<size_t>(j)];
   const int port = ((j - i + n) % n + k) % comm_.nics_per_gpu();
   const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
-  const bool network = f_.node(src).server != f_.node(dst).server;
   const int64_t message = (network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
   if (!table) return {connection(sim, e, message, kP2pChannel - k), e.network};
   // A pair connected before the table was made is in the map; a new one is kept here alone.
@@ -929,7 +928,7 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
       if (share <= 0) continue;
-      const auto [id, net] = p2p_connection(sim, i, j, k);
+      const auto [id, net] = p2p_connection(sim, i, j, k, network);
       p2p_.push_back({id, net, share});
     }
   };

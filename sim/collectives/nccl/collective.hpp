@@ -227,10 +227,10 @@ class OpRunner {
   void plan_pat(engine::Simulation& sim, Collective c, int64_t bytes);
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
-  /// The connection of part `k` of rank i's point-to-point transfer to rank j, and whether it
-  /// goes through the NET transport.
-  std::pair<engine::ConnectionId, bool> p2p_connection(engine::Simulation& sim, int i, int j,
-                                                       int k);
+  /// The connection of part `k` of rank i's point-to-point transfer to rank j (`network`: on
+  /// different servers), and whether it goes through the NET transport.
+  std::pair<engine::ConnectionId, bool> p2p_connection(engine::Simulation& sim, int i, int j, int k,
+                                                       bool network);
   /// RCCL's MSCCL schedule that runs the operation instead of its tuner's choice, or nullptr.
   const MscclAlgorithm* msccl_for(Collective c, int64_t bytes) const;
   /// MSCCL's all-pairs AllReduce: every rank's transfers to every peer, in one or two passes.
