@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "sim/core/flat_map.hpp"
+#include "sim/core/rng.hpp"
 
 namespace rocesim::engine {
 
@@ -40,35 +41,41 @@ void TaskGraph::start(Simulation& sim, WorkloadId id) {
 
   // Transfers with the same endpoints and connection settings share one connection, made when
   // the first of them comes (an all-to-all has a million transfers).
+  // The key carries its hash, so that a probe that meets another transfer's key compares two
+  // numbers before it reads that transfer (a random access into a million of them).
   struct Same {  // a transfer as a key: its endpoints and connection settings
     const TransferSpec* t = nullptr;
+    uint64_t hash = 0;
     bool operator==(const Same& o) const {
-      return t->src == o.t->src && t->dst == o.t->dst && t->conn.qps == o.t->conn.qps &&
-             t->conn.mode == o.t->conn.mode && t->conn.message_bytes == o.t->conn.message_bytes &&
-             t->conn.relay == o.t->conn.relay && t->via == o.t->via;
+      return hash == o.hash && t->src == o.t->src && t->dst == o.t->dst &&
+             t->conn.qps == o.t->conn.qps && t->conn.mode == o.t->conn.mode &&
+             t->conn.message_bytes == o.t->conn.message_bytes && t->conn.relay == o.t->conn.relay &&
+             t->via == o.t->via;
     }
   };
   struct SameHash {
-    size_t operator()(const Same& k) const {
-      uint64_t h = (static_cast<uint64_t>(k.t->src) << 32) ^ k.t->dst;
-      h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.qps ^ (static_cast<uint64_t>(k.t->conn.mode) << 8);
-      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.t->conn.message_bytes);
-      h = h * 0x9E3779B97F4A7C15ull ^ k.t->conn.relay;
-      for (fabric::NodeId v : k.t->via)
-        h = h * 0x9E3779B97F4A7C15ull ^ v;
-      return static_cast<size_t>(h ^ (h >> 29));
-    }
+    size_t operator()(const Same& k) const { return static_cast<size_t>(k.hash); }
+  };
+  auto key = [](const TransferSpec& t) {
+    uint64_t h = mix64((static_cast<uint64_t>(t.src) << 32) ^ t.dst);
+    h = mix64(h ^ t.conn.qps ^ (static_cast<uint64_t>(t.conn.mode) << 32));
+    h = mix64(h ^ static_cast<uint64_t>(t.conn.message_bytes));
+    h = mix64(h ^ t.conn.relay);
+    for (fabric::NodeId v : t.via)
+      h = mix64(h ^ v);
+    return Same{&t, h};
   };
   FlatMap<Same, ConnectionId, SameHash> open;
   open.reserve(transfers_.size());
   connection_.resize(transfers_.size());
   for (size_t i = 0; i < transfers_.size(); ++i) {
     const TransferSpec& t = transfers_[i];
-    if (const ConnectionId* c = open.find(Same{&t})) {
+    const Same k = key(t);
+    if (const ConnectionId* c = open.find(k)) {
       connection_[i] = *c;
     } else {
       connection_[i] = sim.connect(t.src, t.dst, t.conn, t.via);
-      open.insert(Same{&t}, connection_[i]);
+      open.insert(k, connection_[i]);
     }
   }
 

@@ -74,6 +74,7 @@
 #include "sim/collectives/nccl/nccl.hpp"
 #include "sim/collectives/nccl/tuning.hpp"
 #include "sim/core/flat_map.hpp"
+#include "sim/core/rng.hpp"
 #include "sim/engine/simulation.hpp"
 #include "sim/engine/workload_params.hpp"
 
@@ -291,11 +292,12 @@ class OpRunner {
   };
   struct EdgeHash {
     size_t operator()(const EdgeKey& k) const {
-      uint64_t h = (static_cast<uint64_t>(k.src) << 32) ^ k.dst;
-      h = h * 0x9E3779B97F4A7C15ull ^ k.relay;
-      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.message);
-      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint32_t>(k.channel);
-      return static_cast<size_t>(h ^ (h >> 31));
+      // Mixed at every step: the map probes linearly from the low bits, which a multiply
+      // alone would leave to the low bits of the last field.
+      uint64_t h = mix64((static_cast<uint64_t>(k.src) << 32) ^ k.dst);
+      h = mix64(h ^ k.relay);
+      h = mix64(h ^ static_cast<uint64_t>(k.message));
+      return static_cast<size_t>(mix64(h ^ static_cast<uint32_t>(k.channel)));
     }
   };
   FlatMap<EdgeKey, engine::ConnectionId, EdgeHash> connections_;
