@@ -22,6 +22,7 @@
 
 #include "sim/collectives/nccl/collective.hpp"
 #include "sim/collectives/nccl/layout.hpp"
+#include "sim/collectives/nccl/p2p_schedule.hpp"
 #include "sim/collectives/nccl/tuning.hpp"
 #include "sim/scenario/yaml_source.hpp"
 #include "tests/support/test_support.hpp"
@@ -328,6 +329,76 @@ TEST(NcclClosedForm, SendRecvAroundTheRanks) {
   const double expected = s / kB + kLpxn;
   EXPECT_NEAR(w.seconds, expected, 2e-9);
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);
+}
+
+TEST(NcclP2pSchedule, RoundsFollowNcclsTriangularOrder) {
+  // NCCL visits distances 0 .. n-1 in the order k (k + 1) / 2 mod 2^ceil(log2 n), skipping those
+  // >= n; for 16: 0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7, 2, 14, 11, 9, 8. For 5 (mod 8: 0, 1, 3,
+  // 6, 2, 7, 5, 4): 0, 1, 3, 2, 4.
+  EXPECT_EQ(triangular_order(16),
+            (std::vector<int>{0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7, 2, 14, 11, 9, 8}));
+  EXPECT_EQ(triangular_order(5), (std::vector<int>{0, 1, 3, 2, 4}));
+  EXPECT_EQ(reverse_bits(1, 5), 16u);
+  EXPECT_EQ(reverse_bits(3, 5), 24u);
+  EXPECT_EQ(reverse_bits(37, 5), 20u);  // the low 5 bits (00101) reversed: 10100
+
+  // 4 nodes of 8 ranks, 32 p2p channels. Round = place of the node distance x 8 + the local
+  // distance; node distances in the order 0, 1, 3, 2. Every rank's sends take every round once,
+  // round 0 to itself.
+  std::vector<int> node_of, local_of;
+  for (int r = 0; r < 32; ++r) {
+    node_of.push_back(r / 8);
+    local_of.push_back(r % 8);
+  }
+  const P2pSchedule s(node_of, local_of, 32);
+  for (int i = 0; i < 32; ++i) {
+    std::vector<int> seen(32, 0);
+    for (int j = 0; j < 32; ++j)
+      ++seen[static_cast<size_t>(s.round(i, j))];
+    EXPECT_EQ(seen, std::vector<int>(32, 1)) << "rank " << i;
+    EXPECT_EQ(s.round(i, i), 0);
+  }
+  EXPECT_EQ(s.round(0, 9), 1 * 8 + 1);   // node distance 1, local 1
+  EXPECT_EQ(s.round(0, 26), 2 * 8 + 2);  // node distance 3 comes third
+  EXPECT_EQ(s.round(9, 0), 2 * 8 + 7);   // distance 3 back to node 0, local 7
+  // A node distance's 8 rounds share a base, bits reversed over log2 32; part p adds p.
+  EXPECT_EQ(s.channel(0, 0), 0);
+  EXPECT_EQ(s.channel(7, 1), 1);
+  EXPECT_EQ(s.channel(8, 0), 16);
+  EXPECT_EQ(s.channel(16, 1), 9);  // base 2 -> 8, + 1
+  EXPECT_EQ(s.channel(24, 0), 24);
+}
+
+TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
+  // AlltoAll of S = 256 MiB on 32 servers of one GPU (one NIC each, no NVLink): NCCL's rounds
+  // are the 32 node distances; its p2p channels are the communicator's 2 (two per NIC), and a
+  // pair's two parts (NCCL_NCHANNELS_PER_NET_PEER) of S/64 go to channels (r + p) mod 2 of its
+  // round r (bits of a 1-bit base reversed: itself). Channel 0 thus holds the rank's copy to
+  // itself and 31 parts, channel 1 31 parts: batches of 8 operations, 8 + 8 + 8 + 8 and
+  // 8 + 8 + 8 + 7, run one after the other. Every rank's batches hold the same rounds, so in
+  // each wave a NIC sends and receives the parts of both channels' batches (15, 16, 16, 15),
+  // shared equally, all ending together: 62 parts of S/64 at B, and each of the 4 waves ends
+  // with its last byte's path latency, L_net (PCIe, NIC links, leaf) before the next starts:
+  //   T = 62 S / (64 B) + 4 L_net,
+  // where the parts all at once (a single batch) would take 62 S / (64 B) + L_net.
+  const double s = 256 * kMiB;
+  const Figures w =
+      run_one(rail_topology(32, 1), kNoNcclLatency, "collective: alltoall, bytes: 256MiB");
+  EXPECT_NEAR(w.seconds, 62 * s / (64 * kB) + 4 * kLnet, 2e-9);
+}
+
+TEST(NcclClosedForm, GatherWithOneChannelWaitsForEachBatch) {
+  // Gather of S = 256 MiB to rank 0 on 16 servers of one GPU with one channel (NCCL_MAX_NCHANNELS
+  // 1: one p2p channel): the root's channel holds its copy to itself, then the receives of
+  // rounds 1-15, two parts of S/32 each, in round order: batches of 8 operations hold 7, 8, 8
+  // and 7 parts. A sender's one send waits for the root's batch that holds it. Each batch's
+  // parts share the root's NIC: T = (7 + 8 + 8 + 7) S / (32 B) + 4 L_net = 15/16 S / B + 4 L_net.
+  const double s = 256 * kMiB;
+  const Figures w = run_one(rail_topology(16, 1),
+                            "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
+                            "NCCL_MAX_NCHANNELS: 1}\n",
+                            "collective: gather, bytes: 256MiB");
+  EXPECT_NEAR(w.seconds, 15.0 / 16 * s / kB + 4 * kLnet, 2e-9);
 }
 
 TEST(NcclClosedForm, OneRankCopiesInItsOwnMemory) {

@@ -315,6 +315,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   running_ = true;
   channels_.clear();
   p2p_.clear();
+  p2p_wave_.clear();
   p2p_passes_ = 1;
   // NCCL's one-rank path (enqueue.cc, taskAppend; RCCL's alike): no tuner and no kernel of its
   // own; out of place a device-to-device copy of the buffer (ncclLaunchOneRank), in place
@@ -917,6 +918,13 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
                           static_cast<size_t>(config_.channels_per_net_peer),
                       kNoPair);
   }
+  // Every transfer's round and part in NCCL's schedule, and its sender's and receiver's
+  // channel: batch_p2p puts them into batches once all are known.
+  const P2pSchedule& schedule = p2p_schedule();
+  const auto channels = static_cast<uint32_t>(schedule.channels());
+  std::vector<P2pSides> sides;
+  std::vector<uint32_t> rounds;
+  std::vector<uint8_t> part_of;
   auto add = [&](int i, int j, int64_t b) {
     if (b <= 0 || i == j) return;
     // Across servers NCCL spreads a pair's data over NCCL_NCHANNELS_PER_NET_PEER channels,
@@ -930,8 +938,16 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
       if (share <= 0) continue;
       const auto [id, net] = p2p_connection(sim, i, j, k, network);
       p2p_.push_back({id, net, share});
+      const int round = schedule.round(i, j);
+      const auto ch = static_cast<uint32_t>(schedule.channel(round, k));
+      sides.push_back({static_cast<uint32_t>(i) * channels + ch,
+                       static_cast<uint32_t>(j) * channels + ch, 0, 0});
+      rounds.push_back(static_cast<uint32_t>(round));
+      part_of.push_back(static_cast<uint8_t>(k));
     }
   };
+  // nccl-tests posts a rank's operation with itself too (a copy, in round 0 of its schedule).
+  std::vector<uint32_t> self;
   switch (c) {
     case Collective::AllToAll:
     case Collective::AllToAllv: {
@@ -946,16 +962,19 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
           }
           add(i, j, static_cast<int64_t>(std::llround(b)));
         }
+        self.push_back(static_cast<uint32_t>(i));
       }
       break;
     }
     case Collective::Gather:
       for (int i = 0; i < n; ++i)
         add(i, root, bytes / n);
+      self.push_back(static_cast<uint32_t>(root));
       break;
     case Collective::Scatter:
       for (int j = 0; j < n; ++j)
         add(root, j, bytes / n);
+      self.push_back(static_cast<uint32_t>(root));
       break;
     case Collective::SendRecv:
       for (int i = 0; i < n; ++i)
@@ -975,6 +994,131 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   const bool any_network =
       std::any_of(p2p_.begin(), p2p_.end(), [](const P2pTransfer& t) { return t.network; });
   if (!any_network) p2p_tail_us_ = p2p_nvl_tail_us_;
+  batch_p2p(sides, rounds, part_of, self);
+}
+
+const P2pSchedule& OpRunner::p2p_schedule() {
+  if (p2p_schedule_) return *p2p_schedule_;
+  // Ranks by node, in the order of their nodes' first ranks, and by rank within a node.
+  const std::vector<fabric::NodeId>& r = comm_.ranks();
+  std::vector<std::pair<fabric::NodeId, int>> rank_of;
+  for (size_t i = 0; i < r.size(); ++i)
+    rank_of.emplace_back(r[i], static_cast<int>(i));
+  std::sort(rank_of.begin(), rank_of.end());
+  std::vector<int> node_of(r.size(), 0), local_of(r.size(), 0);
+  const std::vector<std::vector<fabric::NodeId>>& nodes = comm_.nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    std::vector<int> members;
+    for (const fabric::NodeId g : nodes[k]) {
+      const auto it = std::lower_bound(rank_of.begin(), rank_of.end(), std::pair{g, 0});
+      ROCESIM_CHECK(it != rank_of.end() && it->first == g, "a node's GPU is a rank");
+      members.push_back(it->second);
+    }
+    std::sort(members.begin(), members.end());
+    for (size_t m = 0; m < members.size(); ++m) {
+      node_of[static_cast<size_t>(members[m])] = static_cast<int>(k);
+      local_of[static_cast<size_t>(members[m])] = static_cast<int>(m);
+    }
+  }
+  // NCCL's p2p channels: the communicator's, rounded up to a power of two (at most MAXCHANNELS).
+  int channels = 1;
+  while (channels < std::min(comm_channels(), kMaxChannels))
+    channels *= 2;
+  p2p_schedule_ = std::make_unique<P2pSchedule>(node_of, local_of, channels);
+  return *p2p_schedule_;
+}
+
+void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_t>& rounds,
+                         const std::vector<uint8_t>& parts, const std::vector<uint32_t>& self) {
+  const P2pSchedule& schedule = *p2p_schedule_;
+  const auto channels = static_cast<uint32_t>(schedule.channels());
+  const size_t queues = static_cast<size_t>(comm_.nranks()) * channels;
+  const size_t transfers = sides.size();
+  // Each transfer's two sides by queue (counting sort), then each queue's sides in round order.
+  std::vector<uint32_t> begin(queues + 1, 0);
+  for (const P2pSides& t : sides) {
+    ++begin[t.send_queue + 1];
+    ++begin[t.recv_queue + 1];
+  }
+  for (size_t q = 0; q < queues; ++q)
+    begin[q + 1] += begin[q];
+  std::vector<uint32_t> order(2 * transfers);
+  {
+    std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
+    for (size_t t = 0; t < transfers; ++t) {
+      order[fill[sides[t].send_queue]++] = static_cast<uint32_t>(2 * t);
+      order[fill[sides[t].recv_queue]++] = static_cast<uint32_t>(2 * t + 1);
+    }
+  }
+  std::vector<uint8_t> has_self(queues, 0);
+  for (const uint32_t rank : self)
+    has_self[rank * channels + static_cast<uint32_t>(schedule.channel(0, 0))] = 1;
+  const auto key = [&](uint32_t side) {
+    return (static_cast<uint64_t>(rounds[side / 2]) << 8) | parts[side / 2];
+  };
+  for (size_t q = 0; q < queues; ++q) {
+    const auto b = order.begin() + begin[q];
+    const auto e = order.begin() + begin[q + 1];
+    std::sort(b, e,
+              [&](uint32_t x, uint32_t y) { return key(x) != key(y) ? key(x) < key(y) : x < y; });
+    // The operations of a channel in round order, P2pSchedule::kPerBatch to a batch (a round's
+    // send and receive are one operation; a rank's copy to itself is the first).
+    uint32_t ops = has_self[q];
+    uint64_t last = UINT64_MAX;
+    for (auto it = b; it != e; ++it) {
+      if (key(*it) != last) {
+        ++ops;
+        last = key(*it);
+      }
+      P2pSides& t = sides[*it / 2];
+      (*it % 2 == 0 ? t.send_batch : t.recv_batch) = (ops - 1) / P2pSchedule::kPerBatch;
+    }
+  }
+  // A channel's batches as waves over the communicator (see p2p_schedule.hpp): a transfer
+  // runs in the later of its send's and its receive's batch.
+  uint32_t waves = 0;
+  p2p_wave_.resize(transfers);
+  ROCESIM_CHECK(channels <= 256, "p2p channels fit in 8 bits");
+  for (size_t t = 0; t < transfers; ++t) {
+    const uint32_t wave = std::max(sides[t].send_batch, sides[t].recv_batch);
+    ROCESIM_CHECK(wave < (1u << 24), "point-to-point batches below 2^24 a channel");
+    waves = std::max(waves, wave + 1);
+    p2p_wave_[t] = wave << 8 | sides[t].send_queue % channels;
+  }
+  if (waves <= 1) {  // one batch on every channel: every transfer at once
+    p2p_wave_.clear();
+    return;
+  }
+  // Each channel's transfers by wave (counting sort on the wave, then a stable one on the
+  // channel), in transfer order within a wave.
+  std::vector<uint32_t> by_wave(waves + 1, 0);
+  for (const uint32_t w : p2p_wave_)
+    ++by_wave[(w >> 8) + 1];
+  for (uint32_t w = 0; w < waves; ++w)
+    by_wave[w + 1] += by_wave[w];
+  order.resize(transfers);
+  for (size_t t = 0; t < transfers; ++t)
+    order[by_wave[p2p_wave_[t] >> 8]++] = static_cast<uint32_t>(t);
+  p2p_channel_begin_.assign(channels + 1, 0);
+  for (const uint32_t w : p2p_wave_)
+    ++p2p_channel_begin_[(w & 0xff) + 1];
+  for (uint32_t c = 0; c < channels; ++c)
+    p2p_channel_begin_[c + 1] += p2p_channel_begin_[c];
+  p2p_channel_order_.resize(transfers);
+  std::vector<uint32_t> fill(p2p_channel_begin_.begin(), p2p_channel_begin_.end() - 1);
+  for (const uint32_t t : order)
+    p2p_channel_order_[fill[p2p_wave_[t] & 0xff]++] = t;
+}
+
+void OpRunner::next_wave(engine::Simulation& sim, engine::WorkloadId id, uint32_t channel) {
+  uint32_t& at = p2p_channel_next_[channel];
+  const uint32_t end = p2p_channel_begin_[channel + 1];
+  if (at == end) return;
+  const uint32_t wave = p2p_wave_[p2p_channel_order_[at]] >> 8;
+  uint32_t started = 0;
+  for (; at < end && p2p_wave_[p2p_channel_order_[at]] >> 8 == wave; ++at, ++started)
+    post_p2p(sim, id, p2p_channel_order_[at]);
+  p2p_channel_left_[channel] = started;
 }
 
 void OpRunner::plan_pat(engine::Simulation& sim, Collective c, int64_t bytes) {
@@ -1127,6 +1271,20 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
 }
 
 void OpRunner::launch_p2p(engine::Simulation& sim, engine::WorkloadId id) {
+  pending_ += p2p_.size();
+  if (p2p_wave_.empty()) {
+    for (size_t i = 0; i < p2p_.size(); ++i)
+      post_p2p(sim, id, i);
+    return;
+  }
+  // NCCL's batches, channel by channel: each channel's first wave.
+  p2p_channel_next_.assign(p2p_channel_begin_.begin(), p2p_channel_begin_.end() - 1);
+  p2p_channel_left_.assign(p2p_channel_next_.size(), 0);
+  for (uint32_t c = 0; c < p2p_channel_next_.size(); ++c)
+    next_wave(sim, id, c);
+}
+
+void OpRunner::post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i) {
   // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
   // that window over the round trip (shared by the QPs of a split connection). Across
   // servers the chunks are NCCL_P2P_NET_CHUNKSIZE and a step pays the NET transport's hop
@@ -1134,21 +1292,17 @@ void OpRunner::launch_p2p(engine::Simulation& sim, engine::WorkloadId id) {
   // NVLink at the intra-node hop latency. PAT and MSCCL connections have their own window (a
   // collective's buffer) and step cost.
   const double credit_us = config_.credit_latency.in_us();
-  for (size_t i = 0; i < p2p_.size(); ++i) {
-    const P2pTransfer& t = p2p_[i];
-    const double chunk = static_cast<double>(
-        (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
-    const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
-    const double hop = t.window > 0 ? step_cost_us(t.network)
-                       : t.network  ? p2p_tail_us_
-                                    : p2p_nvl_tail_us_;
-    const double rtt =
-        (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
-    const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
-    sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp,
-                 window / per_qp);
-    ++pending_;
-  }
+  const P2pTransfer& t = p2p_[i];
+  const double chunk = static_cast<double>(
+      (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
+  const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
+  const double hop = t.window > 0 ? step_cost_us(t.network)
+                     : t.network  ? p2p_tail_us_
+                                  : p2p_nvl_tail_us_;
+  const double rtt = (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
+  const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
+  sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp,
+               window / per_qp);
 }
 
 bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, uint64_t t) {
@@ -1196,6 +1350,11 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
     return true;
   }
   if (kind == kP2p) {
+    if (!p2p_wave_.empty()) {
+      // The last transfer of its channel's wave: the channel's next wave starts.
+      const uint32_t c = p2p_wave_[i] & 0xff;
+      if (--p2p_channel_left_[c] == 0) next_wave(sim, id, c);
+    }
     if (--pending_ == 0) {
       // A pass is over: the next one (MSCCL's all-gather) starts after the step's cost.
       sim.timer(id, sim.now() + Time::us(p2p_tail_us_),

@@ -1,0 +1,84 @@
+#include "sim/collectives/nccl/p2p_schedule.hpp"
+
+#include <algorithm>
+
+#include "sim/core/error.hpp"
+
+namespace rocesim::collectives::nccl {
+
+std::vector<int> triangular_order(int n) {
+  uint32_t pow2 = 1;
+  while (pow2 < static_cast<uint32_t>(n))
+    pow2 <<= 1;
+  std::vector<int> order;
+  uint32_t delta = 0;
+  for (uint32_t k = 0; k < pow2; ++k) {
+    // delta_k = k (k + 1) / 2 mod pow2: visits every residue once when pow2 is a power of two.
+    if (delta < static_cast<uint32_t>(n)) order.push_back(static_cast<int>(delta));
+    delta = (delta + k + 1) & (pow2 - 1);
+  }
+  return order;
+}
+
+uint32_t reverse_bits(uint32_t x, int bits) {
+  uint32_t y = 0;
+  for (int i = 0; i < bits; ++i) {
+    y = (y << 1) | (x & 1);
+    x >>= 1;
+  }
+  return y;
+}
+
+P2pSchedule::P2pSchedule(const std::vector<int>& node_of, const std::vector<int>& local_of,
+                         int channels)
+    : node_of_(node_of), local_of_(local_of), channels_(channels) {
+  ROCESIM_CHECK(node_of.size() == local_of.size() && !node_of.empty(), "a rank's node and place");
+  ROCESIM_CHECK(channels >= 1 && (channels & (channels - 1)) == 0, "p2p channels: a power of two");
+  while ((1 << channel_bits_) < channels)
+    ++channel_bits_;
+  const int n = ranks();
+  nodes_ = 1 + *std::max_element(node_of.begin(), node_of.end());
+  std::vector<int> size(static_cast<size_t>(nodes_), 0);
+  for (const int k : node_of)
+    ++size[static_cast<size_t>(k)];
+  local_size_ = size.front();
+  flat_ = std::any_of(size.begin(), size.end(), [&](int s) { return s != local_size_; });
+  if (flat_) {
+    // NCCL's schedule for nodes of unequal size: one node of every rank.
+    local_size_ = n;
+    const std::vector<int> order = triangular_order(n);
+    flat_pos_.assign(static_cast<size_t>(n), 0);
+    for (size_t k = 0; k < order.size(); ++k)
+      flat_pos_[static_cast<size_t>(order[k])] = static_cast<int>(k);
+  } else {
+    const std::vector<int> order = triangular_order(nodes_);
+    node_pos_.assign(static_cast<size_t>(nodes_), 0);
+    for (size_t k = 0; k < order.size(); ++k)
+      node_pos_[static_cast<size_t>(order[k])] = static_cast<int>(k);
+  }
+}
+
+int P2pSchedule::round(int from, int to) const {
+  const int n = ranks();
+  if (flat_) return flat_pos_[static_cast<size_t>((to - from + n) % n)];
+  const int node_delta =
+      (node_of_[static_cast<size_t>(to)] - node_of_[static_cast<size_t>(from)] + nodes_) % nodes_;
+  const int local_delta =
+      (local_of_[static_cast<size_t>(to)] - local_of_[static_cast<size_t>(from)] + local_size_) %
+      local_size_;
+  return node_pos_[static_cast<size_t>(node_delta)] * local_size_ + local_delta;
+}
+
+int P2pSchedule::channel(int round, int part) const {
+  uint32_t base = static_cast<uint32_t>(round);
+  if (nodes_ > 1) {
+    const int groups_per_delta = (local_size_ + kPerBatch - 1) / kPerBatch;
+    base = static_cast<uint32_t>((round / local_size_) * groups_per_delta +
+                                 (round % local_size_) / kPerBatch);
+  }
+  const uint32_t first = reverse_bits(base, channel_bits_);
+  return static_cast<int>((first + static_cast<uint32_t>(part)) &
+                          static_cast<uint32_t>(channels_ - 1));
+}
+
+}  // namespace rocesim::collectives::nccl
