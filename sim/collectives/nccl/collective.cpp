@@ -1074,51 +1074,37 @@ void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_
       (*it % 2 == 0 ? t.send_batch : t.recv_batch) = (ops - 1) / P2pSchedule::kPerBatch;
     }
   }
-  // A channel's batches as waves over the communicator (see p2p_schedule.hpp): a transfer
-  // runs in the later of its send's and its receive's batch.
+  // The batches as waves over the communicator and its channels (see p2p_schedule.hpp): a
+  // transfer runs in the later of its send's and its receive's batch.
   uint32_t waves = 0;
   p2p_wave_.resize(transfers);
-  ROCESIM_CHECK(channels <= 256, "p2p channels fit in 8 bits");
   for (size_t t = 0; t < transfers; ++t) {
-    const uint32_t wave = std::max(sides[t].send_batch, sides[t].recv_batch);
-    ROCESIM_CHECK(wave < (1u << 24), "point-to-point batches below 2^24 a channel");
-    waves = std::max(waves, wave + 1);
-    p2p_wave_[t] = wave << 8 | sides[t].send_queue % channels;
+    p2p_wave_[t] = std::max(sides[t].send_batch, sides[t].recv_batch);
+    waves = std::max(waves, p2p_wave_[t] + 1);
   }
   if (waves <= 1) {  // one batch on every channel: every transfer at once
     p2p_wave_.clear();
     return;
   }
-  // Each channel's transfers by wave (counting sort on the wave, then a stable one on the
-  // channel), in transfer order within a wave.
-  std::vector<uint32_t> by_wave(waves + 1, 0);
+  // The transfers by wave (counting sort), in transfer order within a wave.
+  std::vector<uint32_t> fill(waves + 1, 0);
   for (const uint32_t w : p2p_wave_)
-    ++by_wave[(w >> 8) + 1];
+    ++fill[w + 1];
   for (uint32_t w = 0; w < waves; ++w)
-    by_wave[w + 1] += by_wave[w];
-  order.resize(transfers);
+    fill[w + 1] += fill[w];
+  p2p_wave_order_.resize(transfers);
   for (size_t t = 0; t < transfers; ++t)
-    order[by_wave[p2p_wave_[t] >> 8]++] = static_cast<uint32_t>(t);
-  p2p_channel_begin_.assign(channels + 1, 0);
-  for (const uint32_t w : p2p_wave_)
-    ++p2p_channel_begin_[(w & 0xff) + 1];
-  for (uint32_t c = 0; c < channels; ++c)
-    p2p_channel_begin_[c + 1] += p2p_channel_begin_[c];
-  p2p_channel_order_.resize(transfers);
-  std::vector<uint32_t> fill(p2p_channel_begin_.begin(), p2p_channel_begin_.end() - 1);
-  for (const uint32_t t : order)
-    p2p_channel_order_[fill[p2p_wave_[t] & 0xff]++] = t;
+    p2p_wave_order_[fill[p2p_wave_[t]]++] = static_cast<uint32_t>(t);
 }
 
-void OpRunner::next_wave(engine::Simulation& sim, engine::WorkloadId id, uint32_t channel) {
-  uint32_t& at = p2p_channel_next_[channel];
-  const uint32_t end = p2p_channel_begin_[channel + 1];
-  if (at == end) return;
-  const uint32_t wave = p2p_wave_[p2p_channel_order_[at]] >> 8;
-  uint32_t started = 0;
-  for (; at < end && p2p_wave_[p2p_channel_order_[at]] >> 8 == wave; ++at, ++started)
-    post_p2p(sim, id, p2p_channel_order_[at]);
-  p2p_channel_left_[channel] = started;
+void OpRunner::next_wave(engine::Simulation& sim, engine::WorkloadId id) {
+  if (p2p_wave_next_ == p2p_wave_order_.size()) return;
+  const uint32_t wave = p2p_wave_[p2p_wave_order_[p2p_wave_next_]];
+  p2p_wave_left_ = 0;
+  for (; p2p_wave_next_ < p2p_wave_order_.size() &&
+         p2p_wave_[p2p_wave_order_[p2p_wave_next_]] == wave;
+       ++p2p_wave_next_, ++p2p_wave_left_)
+    post_p2p(sim, id, p2p_wave_order_[p2p_wave_next_]);
 }
 
 void OpRunner::plan_pat(engine::Simulation& sim, Collective c, int64_t bytes) {
@@ -1277,11 +1263,9 @@ void OpRunner::launch_p2p(engine::Simulation& sim, engine::WorkloadId id) {
       post_p2p(sim, id, i);
     return;
   }
-  // NCCL's batches, channel by channel: each channel's first wave.
-  p2p_channel_next_.assign(p2p_channel_begin_.begin(), p2p_channel_begin_.end() - 1);
-  p2p_channel_left_.assign(p2p_channel_next_.size(), 0);
-  for (uint32_t c = 0; c < p2p_channel_next_.size(); ++c)
-    next_wave(sim, id, c);
+  // NCCL's batches, wave by wave.
+  p2p_wave_next_ = 0;
+  next_wave(sim, id);
 }
 
 void OpRunner::post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i) {
@@ -1350,11 +1334,8 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
     return true;
   }
   if (kind == kP2p) {
-    if (!p2p_wave_.empty()) {
-      // The last transfer of its channel's wave: the channel's next wave starts.
-      const uint32_t c = p2p_wave_[i] & 0xff;
-      if (--p2p_channel_left_[c] == 0) next_wave(sim, id, c);
-    }
+    // The last transfer of a wave: the next one starts.
+    if (!p2p_wave_.empty() && --p2p_wave_left_ == 0) next_wave(sim, id);
     if (--pending_ == 0) {
       // A pass is over: the next one (MSCCL's all-gather) starts after the step's cost.
       sim.timer(id, sim.now() + Time::us(p2p_tail_us_),

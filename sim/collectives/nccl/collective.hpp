@@ -239,8 +239,8 @@ class OpRunner {
   void plan_msccl(engine::Simulation& sim, int64_t bytes, const MscclAlgorithm& m);
   /// The operation's algorithm as the tuning tables know it (Ring's rows for MSCCL).
   Algorithm table_algorithm() const;
-  /// Starts a pass of the point-to-point transfers (p2p_): all at once, or NCCL's first batch
-  /// of every channel (p2p_wave_).
+  /// Starts a pass of the point-to-point transfers (p2p_): all at once, or NCCL's first batches
+  /// (p2p_wave_).
   void launch_p2p(engine::Simulation& sim, engine::WorkloadId id);
   /// Posts transfer i of p2p_.
   void post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i);
@@ -253,13 +253,13 @@ class OpRunner {
     uint32_t send_batch, recv_batch;
   };
   /// Puts the transfers of plan_p2p (`sides`, each of round `rounds[t]` and part `parts[t]`)
-  /// into NCCL's batches, and those into waves per channel (p2p_wave_, p2p_channel_*); leaves
-  /// p2p_wave_ empty when every channel has one batch (all run at once). `self`: the ranks
+  /// into NCCL's batches, and those into waves (p2p_wave_, p2p_wave_order_); leaves p2p_wave_
+  /// empty when every channel has one batch (all run at once). `self`: the ranks
   /// whose operation with themselves (a copy) takes its place first, in round 0.
   void batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_t>& rounds,
                  const std::vector<uint8_t>& parts, const std::vector<uint32_t>& self);
-  /// Starts a channel's next wave, if it has one.
-  void next_wave(engine::Simulation& sim, engine::WorkloadId id, uint32_t channel);
+  /// Starts the next wave of point-to-point transfers, if there is one.
+  void next_wave(engine::Simulation& sim, engine::WorkloadId id);
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
@@ -363,12 +363,12 @@ class OpRunner {
     double window = 0;  // bytes unacknowledged; 0: NCCL_STEPS point-to-point chunks
   };
   std::vector<P2pTransfer> p2p_;  // pair transfers
-  // NCCL's batches as waves per channel (p2p_schedule.hpp): per transfer its wave << 8 | its
-  // channel (empty: every transfer at once); per channel its transfers by wave, the first not
-  // started yet and how many of its running wave are not done.
-  std::vector<uint32_t> p2p_wave_;
-  std::vector<uint32_t> p2p_channel_begin_, p2p_channel_order_;
-  std::vector<uint32_t> p2p_channel_next_, p2p_channel_left_;
+  // NCCL's batches as waves (p2p_schedule.hpp): per transfer its wave (empty: every transfer
+  // at once); the transfers by wave, the first not started yet, and how many of the running
+  // wave are not done.
+  std::vector<uint32_t> p2p_wave_, p2p_wave_order_;
+  size_t p2p_wave_next_ = 0;
+  size_t p2p_wave_left_ = 0;
   std::unique_ptr<P2pSchedule> p2p_schedule_;
   int p2p_passes_ = 1;          // times they run, each after the one before (MSCCL: 1 or 2)
   double p2p_tail_us_ = 0;      // NCCL's hop latency of the NET transport (after each pass)
