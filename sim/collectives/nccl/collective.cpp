@@ -1034,6 +1034,7 @@ void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_
   const auto channels = static_cast<uint32_t>(schedule.channels());
   const size_t queues = static_cast<size_t>(comm_.nranks()) * channels;
   const size_t transfers = sides.size();
+  ROCESIM_CHECK(2 * transfers < (uint64_t{1} << 32), "point-to-point transfers below 2^31");
   // Each transfer's two sides by queue (counting sort), then each queue's sides in round order.
   std::vector<uint32_t> begin(queues + 1, 0);
   for (const P2pSides& t : sides) {
