@@ -315,7 +315,7 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   running_ = true;
   channels_.clear();
   p2p_.clear();
-  p2p_wave_.clear();
+  p2p_batched_ = false;
   p2p_passes_ = 1;
   // NCCL's one-rank path (enqueue.cc, taskAppend; RCCL's alike): no tuner and no kernel of its
   // own; out of place a device-to-device copy of the buffer (ncclLaunchOneRank), in place
@@ -1035,6 +1035,20 @@ void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_
   const size_t queues = static_cast<size_t>(comm_.nranks()) * channels;
   const size_t transfers = sides.size();
   ROCESIM_CHECK(2 * transfers < (uint64_t{1} << 32), "point-to-point transfers below 2^31");
+  // The batches depend on the transfers' queues, rounds and parts and on the copies to self
+  // alone: an operation like the one before (nccl-tests repeats each size) keeps its waves.
+  uint64_t key_of_plan = mix64(transfers);
+  for (size_t t = 0; t < transfers; ++t) {
+    key_of_plan = mix64(key_of_plan ^
+                        (static_cast<uint64_t>(sides[t].send_queue) << 32 | sides[t].recv_queue));
+    key_of_plan = mix64(key_of_plan ^ (static_cast<uint64_t>(rounds[t]) << 8 | parts[t]));
+  }
+  for (const uint32_t rank : self)
+    key_of_plan = mix64(key_of_plan ^ rank);
+  if (p2p_plan_valid_ && key_of_plan == p2p_plan_key_) {
+    p2p_batched_ = p2p_plan_batched_;
+    return;
+  }
   // Each transfer's two sides by queue (counting sort), then each queue's sides in round order.
   std::vector<uint32_t> begin(queues + 1, 0);
   for (const P2pSides& t : sides) {
@@ -1083,7 +1097,10 @@ void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_
     p2p_wave_[t] = std::max(sides[t].send_batch, sides[t].recv_batch);
     waves = std::max(waves, p2p_wave_[t] + 1);
   }
-  if (waves <= 1) {  // one batch on every channel: every transfer at once
+  p2p_plan_key_ = key_of_plan;
+  p2p_plan_valid_ = true;
+  p2p_plan_batched_ = p2p_batched_ = waves > 1;
+  if (!p2p_batched_) {  // one batch on every channel: every transfer at once
     p2p_wave_.clear();
     return;
   }
@@ -1259,7 +1276,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
 
 void OpRunner::launch_p2p(engine::Simulation& sim, engine::WorkloadId id) {
   pending_ += p2p_.size();
-  if (p2p_wave_.empty()) {
+  if (!p2p_batched_) {
     for (size_t i = 0; i < p2p_.size(); ++i)
       post_p2p(sim, id, i);
     return;
@@ -1336,7 +1353,7 @@ bool OpRunner::on_transfer_done(engine::Simulation& sim, engine::WorkloadId id, 
   }
   if (kind == kP2p) {
     // The last transfer of a wave: the next one starts.
-    if (!p2p_wave_.empty() && --p2p_wave_left_ == 0) next_wave(sim, id);
+    if (p2p_batched_ && --p2p_wave_left_ == 0) next_wave(sim, id);
     if (--pending_ == 0) {
       // A pass is over: the next one (MSCCL's all-gather) starts after the step's cost.
       sim.timer(id, sim.now() + Time::us(p2p_tail_us_),

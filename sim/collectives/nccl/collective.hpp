@@ -240,7 +240,7 @@ class OpRunner {
   /// The operation's algorithm as the tuning tables know it (Ring's rows for MSCCL).
   Algorithm table_algorithm() const;
   /// Starts a pass of the point-to-point transfers (p2p_): all at once, or NCCL's first batches
-  /// (p2p_wave_).
+  /// (p2p_batched_).
   void launch_p2p(engine::Simulation& sim, engine::WorkloadId id);
   /// Posts transfer i of p2p_.
   void post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i);
@@ -253,8 +253,8 @@ class OpRunner {
     uint32_t send_batch, recv_batch;
   };
   /// Puts the transfers of plan_p2p (`sides`, each of round `rounds[t]` and part `parts[t]`)
-  /// into NCCL's batches, and those into waves (p2p_wave_, p2p_wave_order_); leaves p2p_wave_
-  /// empty when every channel has one batch (all run at once). `self`: the ranks
+  /// into NCCL's batches, and those into waves (p2p_wave_, p2p_wave_order_, p2p_batched_);
+  /// not batched when every channel has one batch (all run at once). `self`: the ranks
   /// whose operation with themselves (a copy) takes its place first, in round 0.
   void batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_t>& rounds,
                  const std::vector<uint8_t>& parts, const std::vector<uint32_t>& self);
@@ -363,12 +363,16 @@ class OpRunner {
     double window = 0;  // bytes unacknowledged; 0: NCCL_STEPS point-to-point chunks
   };
   std::vector<P2pTransfer> p2p_;  // pair transfers
-  // NCCL's batches as waves (p2p_schedule.hpp): per transfer its wave (empty: every transfer
-  // at once); the transfers by wave, the first not started yet, and how many of the running
-  // wave are not done.
+  // NCCL's batches as waves (p2p_schedule.hpp): per transfer its wave; the transfers by wave,
+  // the first not started yet, and how many of the running wave are not done.
   std::vector<uint32_t> p2p_wave_, p2p_wave_order_;
   size_t p2p_wave_next_ = 0;
   size_t p2p_wave_left_ = 0;
+  bool p2p_batched_ = false;  // the operation runs in waves (p2p_wave_ holds its plan)
+  // The waves are kept for the next operation with the same transfers (a hash of them).
+  bool p2p_plan_valid_ = false;
+  bool p2p_plan_batched_ = false;
+  uint64_t p2p_plan_key_ = 0;
   std::unique_ptr<P2pSchedule> p2p_schedule_;
   int p2p_passes_ = 1;          // times they run, each after the one before (MSCCL: 1 or 2)
   double p2p_tail_us_ = 0;      // NCCL's hop latency of the NET transport (after each pass)
