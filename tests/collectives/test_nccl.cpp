@@ -367,6 +367,18 @@ TEST(NcclP2pSchedule, RoundsFollowNcclsTriangularOrder) {
   EXPECT_EQ(s.channel(8, 0), 16);
   EXPECT_EQ(s.channel(16, 1), 9);  // base 2 -> 8, + 1
   EXPECT_EQ(s.channel(24, 0), 24);
+
+  // Nodes of unequal size (8 and 4 ranks) make one flat group of 12: rank distances in the
+  // triangular order for 12 (mod 16, those below 12): 0, 1, 3, 6, 10, 5, 4, 7, 2, 11, 9, 8;
+  // 8 rounds to a channel base (b = k / 8), 4 channels (2 bits reversed).
+  const P2pSchedule flat({0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1}, {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3},
+                         4);
+  EXPECT_EQ(flat.round(0, 3), 2);
+  EXPECT_EQ(flat.round(0, 5), 5);
+  EXPECT_EQ(flat.round(11, 7), 11);  // distance 8, the last
+  EXPECT_EQ(flat.channel(7, 0), 0);
+  EXPECT_EQ(flat.channel(9, 0), 2);  // base 1, reversed over 2 bits
+  EXPECT_EQ(flat.channel(9, 1), 3);
 }
 
 TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
