@@ -26,6 +26,22 @@ constexpr double kThreadThreshold[3] = {8, 8, 64};
 // Per-peer point-to-point buffer: NCCL_STEPS chunks of NCCL_P2P_NET_CHUNKSIZE.
 constexpr int kP2pSteps = kNcclSteps;
 
+/// Items 0 .. n-1 grouped by bucket (bucket_of(i) < buckets), in item order within a bucket
+/// (a counting sort): bucket b's items are order[begin[b] .. begin[b + 1]).
+template <typename BucketOf>
+void group_by(size_t n, size_t buckets, BucketOf bucket_of, std::vector<uint32_t>& begin,
+              std::vector<uint32_t>& order) {
+  begin.assign(buckets + 1, 0);
+  for (size_t i = 0; i < n; ++i)
+    ++begin[bucket_of(i) + 1];
+  for (size_t b = 0; b < buckets; ++b)
+    begin[b + 1] += begin[b];
+  std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
+  order.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    order[fill[bucket_of(i)]++] = static_cast<uint32_t>(i);
+}
+
 double seconds(Time t) {
   return t.in_seconds();
 }
@@ -999,32 +1015,12 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
 
 const P2pSchedule& OpRunner::p2p_schedule() {
   if (p2p_schedule_) return *p2p_schedule_;
-  // Ranks by node, in the order of their nodes' first ranks, and by rank within a node.
-  const std::vector<fabric::NodeId>& r = comm_.ranks();
-  std::vector<std::pair<fabric::NodeId, int>> rank_of;
-  for (size_t i = 0; i < r.size(); ++i)
-    rank_of.emplace_back(r[i], static_cast<int>(i));
-  std::sort(rank_of.begin(), rank_of.end());
-  std::vector<int> node_of(r.size(), 0), local_of(r.size(), 0);
-  const std::vector<std::vector<fabric::NodeId>>& nodes = comm_.nodes();
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    std::vector<int> members;
-    for (const fabric::NodeId g : nodes[k]) {
-      const auto it = std::lower_bound(rank_of.begin(), rank_of.end(), std::pair{g, 0});
-      ROCESIM_CHECK(it != rank_of.end() && it->first == g, "a node's GPU is a rank");
-      members.push_back(it->second);
-    }
-    std::sort(members.begin(), members.end());
-    for (size_t m = 0; m < members.size(); ++m) {
-      node_of[static_cast<size_t>(members[m])] = static_cast<int>(k);
-      local_of[static_cast<size_t>(members[m])] = static_cast<int>(m);
-    }
-  }
   // NCCL's p2p channels: the communicator's, rounded up to a power of two (at most MAXCHANNELS).
   int channels = 1;
   while (channels < std::min(comm_channels(), kMaxChannels))
     channels *= 2;
-  p2p_schedule_ = std::make_unique<P2pSchedule>(node_of, local_of, channels);
+  p2p_schedule_ =
+      std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), channels);
   return *p2p_schedule_;
 }
 
@@ -1049,22 +1045,15 @@ void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_
     p2p_batched_ = p2p_plan_batched_;
     return;
   }
-  // Each transfer's two sides by queue (counting sort), then each queue's sides in round order.
-  std::vector<uint32_t> begin(queues + 1, 0);
-  for (const P2pSides& t : sides) {
-    ++begin[t.send_queue + 1];
-    ++begin[t.recv_queue + 1];
-  }
-  for (size_t q = 0; q < queues; ++q)
-    begin[q + 1] += begin[q];
-  std::vector<uint32_t> order(2 * transfers);
-  {
-    std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
-    for (size_t t = 0; t < transfers; ++t) {
-      order[fill[sides[t].send_queue]++] = static_cast<uint32_t>(2 * t);
-      order[fill[sides[t].recv_queue]++] = static_cast<uint32_t>(2 * t + 1);
-    }
-  }
+  // Each transfer's two sides (transfer x 2 + 1 for its receive) by queue, then each queue's
+  // sides in round order.
+  std::vector<uint32_t> begin, order;
+  group_by(
+      2 * transfers, queues,
+      [&](size_t side) {
+        return side % 2 == 0 ? sides[side / 2].send_queue : sides[side / 2].recv_queue;
+      },
+      begin, order);
   std::vector<uint8_t> has_self(queues, 0);
   for (const uint32_t rank : self)
     has_self[rank * channels + static_cast<uint32_t>(schedule.channel(0, 0))] = 1;
@@ -1104,15 +1093,9 @@ void OpRunner::batch_p2p(std::vector<P2pSides>& sides, const std::vector<uint32_
     p2p_wave_.clear();
     return;
   }
-  // The transfers by wave (counting sort), in transfer order within a wave.
-  std::vector<uint32_t> fill(waves + 1, 0);
-  for (const uint32_t w : p2p_wave_)
-    ++fill[w + 1];
-  for (uint32_t w = 0; w < waves; ++w)
-    fill[w + 1] += fill[w];
-  p2p_wave_order_.resize(transfers);
-  for (size_t t = 0; t < transfers; ++t)
-    p2p_wave_order_[fill[p2p_wave_[t]]++] = static_cast<uint32_t>(t);
+  // The transfers by wave, in transfer order within a wave.
+  group_by(
+      transfers, waves, [&](size_t t) { return p2p_wave_[t]; }, begin, p2p_wave_order_);
 }
 
 void OpRunner::next_wave(engine::Simulation& sim, engine::WorkloadId id) {

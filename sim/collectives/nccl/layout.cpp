@@ -122,6 +122,8 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
     const uint32_t server = f.node(g).server;
     auto [it, fresh] = node_of_server.emplace(server, nodes_.size());
     if (fresh) nodes_.emplace_back();
+    node_of_rank_.push_back(static_cast<int>(it->second));
+    local_of_rank_.push_back(static_cast<int>(nodes_[it->second].size()));
     nodes_[it->second].push_back(g);
   }
   node_of_server_.assign(node_of_server.begin(), node_of_server.end());  // sorted by server

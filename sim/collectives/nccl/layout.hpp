@@ -86,6 +86,9 @@ class Communicator {
   int nics_per_node() const { return nics_; }
   const std::vector<fabric::NodeId>& ranks() const { return ranks_; }
   const std::vector<std::vector<fabric::NodeId>>& nodes() const { return nodes_; }
+  /// Per rank: the index of its node in nodes(), and its place among that node's ranks.
+  const std::vector<int>& node_of_rank() const { return node_of_rank_; }
+  const std::vector<int>& local_of_rank() const { return local_of_rank_; }
   const fabric::Fabric& fabric() const { return f_; }
 
   /// The rail (NIC index within its server) a GPU sends on: its first, where a GPU owns several
@@ -162,6 +165,7 @@ class Communicator {
   std::vector<fabric::NodeId> ranks_;
   std::vector<std::vector<fabric::NodeId>> nodes_;
   std::vector<std::pair<uint32_t, size_t>> node_of_server_;  // (server, index in nodes_), sorted
+  std::vector<int> node_of_rank_, local_of_rank_;
   int ppn_ = 1;
   int nics_ = 1;
   int nics_per_gpu_ = 1;
