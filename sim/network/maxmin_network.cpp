@@ -93,8 +93,59 @@ void MaxMinNetwork::EndQueue::push(int64_t now_ps, int64_t end_ps, Pending p) {
     free->push({end_ps, p});
     last_ = static_cast<size_t>(free - lanes_.data());
   } else {
-    heap_.push({end_ps, p});
+    heap_set({end_ps, p});
   }
+}
+
+void MaxMinNetwork::EndQueue::heap_set(const Entry& e) {
+  if (e.p.flow >= heap_pos_.size()) heap_pos_.resize(e.p.flow + 1, kNotInHeap);
+  const uint32_t i = heap_pos_[e.p.flow];
+  if (i == kNotInHeap) {
+    heap_.push_back(e);
+    heap_pos_[e.p.flow] = static_cast<uint32_t>(heap_.size() - 1);
+    sift_up(heap_.size() - 1);
+  } else if (e < heap_[i]) {
+    heap_[i] = e;
+    sift_up(i);
+  } else {
+    heap_[i] = e;
+    sift_down(i);
+  }
+}
+
+void MaxMinNetwork::EndQueue::heap_pop() {
+  heap_pos_[heap_.front().p.flow] = kNotInHeap;
+  const Entry last = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) {
+    place(0, last);
+    sift_down(0);
+  }
+}
+
+void MaxMinNetwork::EndQueue::sift_up(size_t i) {
+  const Entry e = heap_[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / 2;
+    if (!(e < heap_[parent])) break;
+    place(i, heap_[parent]);
+    i = parent;
+  }
+  place(i, e);
+}
+
+void MaxMinNetwork::EndQueue::sift_down(size_t i) {
+  const Entry e = heap_[i];
+  const size_t n = heap_.size();
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
+    if (!(heap_[child] < e)) break;
+    place(i, heap_[child]);
+    i = child;
+  }
+  place(i, e);
 }
 
 int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
@@ -104,9 +155,9 @@ int64_t MaxMinNetwork::EndQueue::next(const std::vector<FlowState>& state) {
       l.pop();
     if (l.count > 0) best = std::min(best, l.front().end_ps);
   }
-  while (!heap_.empty() && !current(heap_.top().p, state))
-    heap_.pop();
-  if (!heap_.empty()) best = std::min(best, heap_.top().end_ps);
+  while (!heap_.empty() && !current(heap_.front().p, state))
+    heap_pop();
+  if (!heap_.empty()) best = std::min(best, heap_.front().end_ps);
   return best;
 }
 
@@ -131,9 +182,9 @@ void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& stat
       l.pop();
     }
   }
-  while (!heap_.empty() && due(heap_.top())) {
-    add(heap_.top().p);
-    heap_.pop();
+  while (!heap_.empty() && due(heap_.front())) {
+    add(heap_.front().p);
+    heap_pop();
   }
   if (!ordered) {
     std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),

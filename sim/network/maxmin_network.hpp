@@ -1,7 +1,7 @@
 // The `maxmin` network model: fluid flows that share links max-min fairly (maxmin_solver.hpp).
 // Rates are piecewise constant between events. Each flow keeps the bytes it had left when its
 // rate last changed, so advancing time touches only the flows whose rate changes; the predicted
-// end of each flow sits in a heap, and a rate change re-keys it (stale entries are skipped).
+// end of each flow sits in a heap, and a rate change re-keys it in place.
 // The ends of flows that take the same time from their last rate change (the ranks of a
 // collective's steps) are kept in a FIFO per duration rather than in the heap.
 //
@@ -12,7 +12,6 @@
 // receiver has it. No headers, no slow start, no store-and-forward.
 #pragma once
 
-#include <queue>
 #include <vector>
 
 #include "sim/core/params.hpp"
@@ -78,8 +77,8 @@ class MaxMinNetwork final : public NetworkModel {
     struct Entry {
       int64_t end_ps;
       Pending p;
-      bool operator>(const Entry& o) const {
-        return end_ps > o.end_ps || (end_ps == o.end_ps && p.flow > o.p.flow);
+      bool operator<(const Entry& o) const {
+        return end_ps < o.end_ps || (end_ps == o.end_ps && p.flow < o.p.flow);
       }
     };
     struct Lane {  // a circular buffer of the ends of one duration, in time order
@@ -96,7 +95,22 @@ class MaxMinNetwork final : public NetworkModel {
     static constexpr size_t kLanes = 8;
     std::vector<Lane> lanes_ = std::vector<Lane>(kLanes);
     size_t last_ = 0;  // the lane of the last push
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
+    // The other ends: a binary min-heap on (end, flow) holding at most one entry per flow slot,
+    // re-keyed in place when the flow's end moves (a solve that moves every end of a large
+    // component would otherwise leave as many stale entries to pop, each at log of a heap
+    // grown by them). An entry goes stale only when its flow ends, moves to a lane or its slot
+    // is reused, and leaves when it comes to the top.
+    static constexpr uint32_t kNotInHeap = ~uint32_t{0};
+    std::vector<Entry> heap_;
+    std::vector<uint32_t> heap_pos_;  // per flow slot: its entry's index in heap_, or kNotInHeap
+    void heap_set(const Entry& e);
+    void heap_pop();
+    void sift_up(size_t i);
+    void sift_down(size_t i);
+    void place(size_t i, const Entry& e) {
+      heap_[i] = e;
+      heap_pos_[e.p.flow] = static_cast<uint32_t>(i);
+    }
   };
   const fabric::Fabric& fabric_;
   MaxMinSolver solver_;

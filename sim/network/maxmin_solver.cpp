@@ -267,8 +267,11 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     const FlowSlot f = comp_flows_[i];
     if (flows_[f].cap != kNoCap) capped.emplace_back(flows_[f].cap, f);
   }
-  std::sort(capped.begin(), capped.end());
-  size_t next_cap = 0;
+  // The caps in a min-heap on (cap, flow), popped only as the fill's level reaches them: most
+  // caps of a large component sit above every link's share and are never looked at, so making
+  // the heap (linear) replaces a sort of them all. The order of those taken is the sort's.
+  const auto cap_after = std::greater<>{};
+  std::make_heap(capped.begin(), capped.end(), cap_after);
 
   uint32_t left = c.flow_end - c.flow_begin;
   double level = 0;
@@ -314,13 +317,19 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   };
 
   while (left > 0) {
-    while (next_cap < capped.size() && comp_rate_[flows_[capped[next_cap].second].comp_pos] >= 0)
-      ++next_cap;
     settle();
     const double link_share = heap.empty() ? kNoCap : heap.front().share;
-    if (next_cap < capped.size() && capped[next_cap].first <= link_share) {
+    // Caps of flows that a link has fixed already leave the heap when they come to its top.
+    while (!capped.empty() && capped.front().first <= link_share &&
+           comp_rate_[flows_[capped.front().second].comp_pos] >= 0) {
+      std::pop_heap(capped.begin(), capped.end(), cap_after);
+      capped.pop_back();
+    }
+    if (!capped.empty() && capped.front().first <= link_share) {
       // The flow's own cap binds before any link: it is its own bottleneck.
-      const auto [cap, f] = capped[next_cap++];
+      const auto [cap, f] = capped.front();
+      std::pop_heap(capped.begin(), capped.end(), cap_after);
+      capped.pop_back();
       level = std::max(level, cap);
       fix(f, cap, kNoLink);
       continue;

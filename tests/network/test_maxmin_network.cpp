@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
+#include "sim/core/rng.hpp"
 #include "sim/network/maxmin_network.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -104,6 +106,98 @@ TEST(MaxMinNetwork, SimultaneousCompletionsAreOneEvent) {
   net.advance(net.next_event(), done);
   EXPECT_EQ(handles(done).size(), 2u);
   EXPECT_EQ(net.solver().stats().solves, 1u);
+}
+
+// The ends of flows that share one link of rate C as a processor: between two events the n
+// flows present each move C / n. Flows are (start, bytes), starts in order; returns the ends.
+std::vector<double> processor_sharing_ends(const std::vector<std::pair<double, double>>& flows,
+                                           double c) {
+  std::vector<double> left, end(flows.size(), -1);
+  for (const auto& [start, bytes] : flows)
+    left.push_back(bytes);
+  double now = 0;
+  size_t arrived = 0;
+  for (;;) {
+    while (arrived < flows.size() && flows[arrived].first <= now)
+      ++arrived;
+    size_t n = 0;
+    double least = 1e300;
+    for (size_t i = 0; i < arrived; ++i) {
+      if (end[i] >= 0) continue;
+      ++n;
+      least = std::min(least, left[i]);
+    }
+    if (n == 0 && arrived == flows.size()) return end;
+    double dt = n > 0 ? least * static_cast<double>(n) / c : 1e300;
+    if (arrived < flows.size()) dt = std::min(dt, flows[arrived].first - now);
+    now += dt;
+    for (size_t i = 0; i < arrived; ++i) {
+      if (end[i] >= 0) continue;
+      left[i] -= dt * c / static_cast<double>(n);
+      if (left[i] <= 1e-6) end[i] = now;
+    }
+  }
+}
+
+TEST(MaxMinNetwork, EndsAsProcessorSharingOnEachPathWhateverTheirOrder) {
+  // Four disjoint paths (0->1, 1->0, 2->3, 3->2), each a processor shared at C: 100 flows on
+  // each, arriving at random within 2 ms with sizes from 0.1 to 10 MB (log-uniform). Every
+  // arrival slows the flows of its path and every end speeds them up, so their predicted ends
+  // move earlier and later past those of the other paths, hundreds of durations at once: the
+  // lanes overflow and the end-time heap re-keys its entries both ways. Each flow must end when
+  // processor sharing on its path says (processor_sharing_ends, an independent account event by
+  // event), to 1 ns (each predicted end is rounded up to the picosecond), one end at a time.
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoHosts);
+  MaxMinNetwork net(f);
+  const std::vector<fabric::LinkId> paths[] = {path(f, 0, 1), path(f, 1, 0), path(f, 2, 3),
+                                               path(f, 3, 2)};
+  SplitMix64 rng(2026);
+  const auto uniform = [&] { return static_cast<double>(rng.next() >> 11) * 0x1p-53; };
+  struct Arrival {
+    int64_t at_ps;
+    size_t path;
+    double bytes;
+  };
+  std::vector<Arrival> arrivals;
+  for (size_t p = 0; p < 4; ++p) {
+    for (int k = 0; k < 100; ++k)
+      arrivals.push_back(
+          {static_cast<int64_t>(uniform() * 2e9), p, 1e5 * std::pow(100.0, uniform())});
+  }
+  std::sort(arrivals.begin(), arrivals.end(),
+            [](const Arrival& x, const Arrival& y) { return x.at_ps < y.at_ps; });
+  std::vector<std::pair<double, double>> on_path[4];  // (start s, bytes), in start order
+  std::vector<std::pair<size_t, size_t>> which;       // per arrival: (path, index on it)
+  for (const Arrival& a : arrivals) {
+    which.emplace_back(a.path, on_path[a.path].size());
+    on_path[a.path].emplace_back(Time::ps(a.at_ps).in_seconds(), a.bytes);
+  }
+  std::vector<double> expected[4];
+  for (size_t p = 0; p < 4; ++p)
+    expected[p] = processor_sharing_ends(on_path[p], kRate);
+
+  std::vector<size_t> owner;  // per flow handle: the arrival that holds it
+  std::vector<Completion> done;
+  size_t next = 0, ended = 0;
+  while (ended < arrivals.size()) {
+    const Time end = net.next_event();
+    if (next < arrivals.size() && Time::ps(arrivals[next].at_ps) < end) {
+      const Time at = Time::ps(arrivals[next].at_ps);
+      const FlowHandle h = start(net, paths[arrivals[next].path], arrivals[next].bytes, at);
+      if (h >= owner.size()) owner.resize(h + 1);
+      owner[h] = next++;
+      net.commit(at);
+      continue;
+    }
+    ASSERT_NE(end, Time::infinity());
+    net.advance(end, done);
+    ASSERT_EQ(done.size(), 1u) << "at " << end.in_seconds() << " s";
+    const auto [p, i] = which[owner[done[0].flow]];
+    EXPECT_NEAR(end.in_seconds(), expected[p][i], 1e-9) << "path " << p << ", flow " << i;
+    ++ended;
+    net.commit(end);
+  }
+  EXPECT_EQ(net.next_event(), Time::infinity());
 }
 
 TEST(MaxMinNetwork, APipelineRunsAtItsSlowestEdge) {
