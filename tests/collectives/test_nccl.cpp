@@ -80,6 +80,7 @@ struct Figures {
   std::map<std::string, double> values;
   std::map<std::string, std::string> notes;
   double seconds = 0;  // the workload's completion time
+  uint64_t flows = 0;  // the flows it ran
   double operator[](const std::string& k) const { return values.at(k); }
 };
 
@@ -95,6 +96,7 @@ std::map<std::string, Figures> run(const std::string& yaml, uint64_t seed = 1) {
     for (const auto& [k, v] : w.figures.notes)
       f.notes[k] = v;
     f.seconds = (w.end - w.start).in_seconds();
+    f.flows = w.flows;
   }
   return out;
 }
@@ -306,6 +308,10 @@ TEST(NcclClosedForm, AllToAllOnANonBlockingFabric) {
   const double expected = 3.0 / 4 * s / kB + kLpxn;
   EXPECT_NEAR(w.seconds, expected, 2e-9);
   EXPECT_EQ(w.notes.at("algorithm"), "p2p");
+  // NCCL splits each pair's 32 MiB, over the network or NVLink, into 2 parts (p2p_parts: 2 per
+  // peer, the fewest 1 since 2 x 32 ranks > 16 channels, doubled once as 32 MiB > 128 KiB):
+  // 768 network pairs and 224 NVLink pairs, 2 flows each (one QP a connection).
+  EXPECT_EQ(w.flows, 2u * (768 + 224));
   EXPECT_NEAR(w["busbw_GBps"], s / expected * 31 / 32 * 1e-9, 1e-6);
 }
 
@@ -381,11 +387,34 @@ TEST(NcclP2pSchedule, RoundsFollowNcclsTriangularOrder) {
   EXPECT_EQ(flat.channel(9, 1), 3);
 }
 
+TEST(NcclP2pSchedule, PartsFollowNcclsSplitOfAnOperation) {
+  // addP2pToPlan across nodes, step = 128 KiB (NCCL_P2P_NET_CHUNKSIZE): the fewest parts are
+  // per_peer halved while per_peer x ranks > channels; start at min(fewest, ceil(bytes / 64 KiB))
+  // and double, up to per_peer, while a part is over 128 KiB.
+  const int64_t k = 1024, step = 128 * k;
+  // 1,024 ranks, 32 channels, 2 per peer: fewest 1 (2 x 1,024 > 32).
+  EXPECT_EQ(p2p_parts(1024 * k, 2, 1024, 32, step), 2);  // 1 MiB > 128 KiB: doubled once
+  EXPECT_EQ(p2p_parts(200 * k, 2, 1024, 32, step), 2);   // 200 KiB > 128 KiB
+  EXPECT_EQ(p2p_parts(64 * k, 2, 1024, 32, step), 1);    // 64 KiB fits one part
+  // 16 ranks, 32 channels, 2 per peer: fewest 2 (2 x 16 = 32).
+  EXPECT_EQ(p2p_parts(64 * k, 2, 16, 32, step), 1);   // one part of 64 KiB is enough
+  EXPECT_EQ(p2p_parts(128 * k, 2, 16, 32, step), 2);  // two of 64 KiB
+  EXPECT_EQ(p2p_parts(100, 2, 16, 32, step), 1);
+  // 8 per peer on 16 ranks, 32 channels: fewest 2 (8 -> 4 -> 2); 8 MiB doubles to 8 parts of
+  // 1 MiB and stops there (no more than per_peer).
+  EXPECT_EQ(p2p_parts(8192 * k, 8, 16, 32, step), 8);
+  EXPECT_EQ(p2p_parts(256 * k, 8, 16, 32, step), 2);  // 2 of 128 KiB: not over the step
+  EXPECT_EQ(p2p_parts(257 * k, 8, 16, 32, step), 4);
+  // One per peer (one channel): always one.
+  EXPECT_EQ(p2p_parts(1 << 30, 1, 16, 1, step), 1);
+}
+
 TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
   // AlltoAll of S = 256 MiB on 32 servers of one GPU (one NIC each, no NVLink): NCCL's rounds
   // are the 32 node distances; its p2p channels are the communicator's 2 (two per NIC), and a
-  // pair's two parts (NCCL_NCHANNELS_PER_NET_PEER) of S/64 go to channels (r + p) mod 2 of its
-  // round r (bits of a 1-bit base reversed: itself). Channel 0 thus holds the rank's copy to
+  // pair's two parts of S/64 (p2p_parts: 8 MiB over 128 KiB doubles one part to two, the
+  // 2 NCCL_NCHANNELS_PER_NET_PEER) go to channels (r + p) mod 2 of its round r (bits of a 1-bit
+  // base reversed: itself). Channel 0 thus holds the rank's copy to
   // itself and 31 parts, channel 1 31 parts: batches of 8 operations, 8 + 8 + 8 + 8 and
   // 8 + 8 + 8 + 7, run one after the other. Every rank's batches hold the same rounds, so in
   // each wave a NIC sends and receives the parts of both channels' batches (15, 16, 16, 15),
@@ -401,16 +430,19 @@ TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
 
 TEST(NcclClosedForm, GatherWithOneChannelWaitsForEachBatch) {
   // Gather of S = 256 MiB to rank 0 on 16 servers of one GPU with one channel (NCCL_MAX_NCHANNELS
-  // 1: one p2p channel): the root's channel holds its copy to itself, then the receives of
-  // rounds 1-15, two parts of S/32 each, in round order: batches of 8 operations hold 7, 8, 8
-  // and 7 parts. A sender's one send waits for the root's batch that holds it. Each batch's
-  // parts share the root's NIC: T = (7 + 8 + 8 + 7) S / (32 B) + 4 L_net = 15/16 S / B + 4 L_net.
+  // 1: one p2p channel, so p2pnChannelsPerPeer is 1 and each operation one part of S/16): the
+  // root's channel holds its copy to itself, then the receives of rounds 1-15 in round order:
+  // batches of 8 operations hold 7 and 8 receives. A sender's one send waits for the root's
+  // batch that holds it. Each batch's receives share the root's NIC:
+  //   T = (7 + 8) S / (16 B) + 2 L_net = 15/16 S / B + 2 L_net.
+  // (With NCCL_NCHANNELS_PER_NET_PEER's two parts a pair whatever the channels, batches held 7,
+  // 8, 8 and 7 parts and T took 4 L_net.)
   const double s = 256 * kMiB;
   const Figures w = run_one(rail_topology(16, 1),
                             "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
                             "NCCL_MAX_NCHANNELS: 1}\n",
                             "collective: gather, bytes: 256MiB");
-  EXPECT_NEAR(w.seconds, 15.0 / 16 * s / kB + 4 * kLnet, 2e-9);
+  EXPECT_NEAR(w.seconds, 15.0 / 16 * s / kB + 2 * kLnet, 2e-9);
 }
 
 TEST(NcclClosedForm, OneRankCopiesInItsOwnMemory) {

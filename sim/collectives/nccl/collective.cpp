@@ -904,7 +904,7 @@ std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulatio
   const int n = comm_.nranks();
   const bool table = !p2p_pairs_.empty();
   const size_t at = (static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(j)) *
-                        static_cast<size_t>(config_.channels_per_net_peer) +
+                        static_cast<size_t>(p2p_per_peer_) +
                     static_cast<size_t>(k);
   if (table && p2p_pairs_[at] != kNoPair) return {p2p_pairs_[at] >> 1, (p2p_pairs_[at] & 1) != 0};
   // Where GPUs own several NICs, channel k of the pair i -> j goes through NIC (d + k) mod
@@ -929,26 +929,29 @@ std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulatio
 void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root,
                         double imbalance, uint64_t seed) {
   const int n = comm_.nranks();
-  if ((c == Collective::AllToAll || c == Collective::AllToAllv) && p2p_pairs_.empty()) {
-    p2p_pairs_.assign(static_cast<size_t>(n) * static_cast<size_t>(n) *
-                          static_cast<size_t>(config_.channels_per_net_peer),
-                      kNoPair);
-  }
   // Every transfer's round and part in NCCL's schedule, and its sender's and receiver's
   // channel: batch_p2p puts them into batches once all are known.
   const P2pSchedule& schedule = p2p_schedule();
   const auto channels = static_cast<uint32_t>(schedule.channels());
+  if ((c == Collective::AllToAll || c == Collective::AllToAllv) && p2p_pairs_.empty()) {
+    p2p_pairs_.assign(
+        static_cast<size_t>(n) * static_cast<size_t>(n) * static_cast<size_t>(p2p_per_peer_),
+        kNoPair);
+  }
+  const bool across_nodes = comm_.nnodes() > 1;
   std::vector<P2pSides> sides;
   std::vector<uint32_t> rounds;
   std::vector<uint8_t> part_of;
   auto add = [&](int i, int j, int64_t b) {
     if (b <= 0 || i == j) return;
-    // Across servers NCCL spreads a pair's data over NCCL_NCHANNELS_PER_NET_PEER channels,
-    // each with its own connection (and QPs).
+    // In a communicator across servers NCCL spreads each operation, over the network or
+    // NVLink, over as many channels as p2p_parts says, each with its own connection (and QPs).
     const std::vector<fabric::NodeId>& r = comm_.ranks();
     const bool network =
         f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server;
-    const int parts = network ? config_.channels_per_net_peer : 1;
+    const int parts = across_nodes ? p2p_parts(b, p2p_per_peer_, n, static_cast<int>(channels),
+                                               config_.p2p_net_chunksize.count())
+                                   : 1;
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
       if (share <= 0) continue;
@@ -1021,6 +1024,12 @@ const P2pSchedule& OpRunner::p2p_schedule() {
     channels *= 2;
   p2p_schedule_ =
       std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), channels);
+  // p2pnChannelsPerPeer: the least of the peers' channel counts, NCCL_NCHANNELS_PER_NET_PEER
+  // for a peer across the network (a peer over NVLink has two per NVLink, more), within the
+  // communicator's channels, rounded up to a power of two (init.cc ncclTopoComputeP2pChannels).
+  p2p_per_peer_ = 1;
+  while (p2p_per_peer_ < std::min({comm_channels(), kMaxChannels, config_.channels_per_net_peer}))
+    p2p_per_peer_ *= 2;
   return *p2p_schedule_;
 }
 

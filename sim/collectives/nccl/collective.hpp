@@ -374,6 +374,7 @@ class OpRunner {
   bool p2p_plan_batched_ = false;
   uint64_t p2p_plan_key_ = 0;
   std::unique_ptr<P2pSchedule> p2p_schedule_;
+  int p2p_per_peer_ = 1;        // NCCL's p2pnChannelsPerPeer, set with p2p_schedule_
   int p2p_passes_ = 1;          // times they run, each after the one before (MSCCL: 1 or 2)
   double p2p_tail_us_ = 0;      // NCCL's hop latency of the NET transport (after each pass)
   double p2p_nvl_tail_us_ = 0;  // and of the P2P transport

@@ -81,9 +81,9 @@ constexpr Param kNcclParams[] = {
     {.key = "NCCL_NCHANNELS_PER_NET_PEER",
      .type = ParamType::Integer,
      .fallback = "2",
-     .help = "point-to-point (AlltoAll, Gather, Scatter, Send/Recv): channels, hence "
-             "connections and QPs, per pair of ranks on different servers; the data is split "
-             "evenly",
+     .help = "point-to-point (AlltoAll, Gather, Scatter, Send/Recv) across servers: the most "
+             "channels, hence connections and QPs, that a pair's operation is split into, as "
+             "NCCL splits it (fewer for small operations); the data is split evenly",
      .check = Check::Positive,
      .max = 64},
     {.key = "NCCL_IB_QPS_PER_CONNECTION",

@@ -29,6 +29,22 @@ uint32_t reverse_bits(uint32_t x, int bits) {
   return y;
 }
 
+int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step) {
+  ROCESIM_CHECK(bytes > 0 && per_peer >= 1 && ranks >= 1 && step >= 2, "p2p parts' inputs");
+  int fewest = per_peer;
+  while (static_cast<int64_t>(fewest) * ranks > channels && fewest > 1)
+    fewest /= 2;
+  const int64_t smallest = step / 2, largest = step;
+  const auto div_up = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int parts = static_cast<int>(std::min<int64_t>(fewest, div_up(bytes, smallest)));
+  int64_t part = std::max(smallest, div_up(bytes, parts));
+  while (part > largest && parts <= per_peer / 2) {
+    parts *= 2;
+    part = div_up(bytes, parts);
+  }
+  return parts;
+}
+
 P2pSchedule::P2pSchedule(const std::vector<int>& node_of, const std::vector<int>& local_of,
                          int channels)
     : node_of_(node_of), local_of_(local_of), channels_(channels) {

@@ -67,6 +67,16 @@ class P2pSchedule {
   std::vector<int> flat_pos_;  // rank distance -> its round (flat)
 };
 
+/// How many parts (each on its own channel, base + p) NCCL splits one send or receive of
+/// `bytes` into, across nodes (enqueue.cc addP2pToPlan, NCCL 2.22 on; read, not copied):
+/// `per_peer` is p2pnChannelsPerPeer (a power of two), the most parts; the fewest, nChannelsMin,
+/// is per_peer halved while it times `ranks` exceeds the p2p `channels` ("one channel per
+/// operation"). An operation starts with the fewest, or as many parts of step / 2 as its bytes
+/// make if that is fewer, and doubles them, up to per_peer, while a part is over `step` bytes
+/// (NCCL's p2pChunkSize, NCCL_P2P_NET_CHUNKSIZE across nodes). So a 1 MiB pair of an AlltoAll
+/// on 1,024 ranks takes 2 parts and a 64 KiB one 1, where 16 ranks give each 2 from 128 KiB.
+int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step);
+
 /// Triangular numbers modulo the next power of two of n, those below n, in order: the order in
 /// which NCCL visits distances 0 .. n - 1 (every one exactly once).
 std::vector<int> triangular_order(int n);
