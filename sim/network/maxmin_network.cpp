@@ -15,7 +15,17 @@ std::vector<double> capacities(const fabric::Fabric& f) {
   return c;
 }
 
-constexpr Param kMaxMinParams[] = {kModelParam};
+constexpr Param kMaxMinParams[] = {
+    kModelParam,
+    {.key = "reshare_delay",
+     .type = ParamType::Time,
+     .fallback = "0s",
+     .help = "how long bandwidth freed by ending flows may stay unused before the other flows' "
+             "rates are recomputed (0: at once, exact max-min); a flow that starts, moves or a "
+             "link that changes recomputes them at once. Trades accuracy for speed where many "
+             "flows end one by one on shared links (an AlltoAllv); docs/models/maxmin.md",
+     .check = Check::NonNegative},
+};
 const ParamTable kMaxMinTable{
     "network (model: maxmin)",
     "How flows share the links. `maxmin` (the default): every link is an ideal pipe shared "
@@ -32,16 +42,17 @@ const ParamTable& maxmin_table() {
 std::unique_ptr<NetworkModel> make_maxmin(const ParamReader& section, const fabric::Fabric& f,
                                           const ModelOptions& options) {
   (void)section.choice("model");
-  return std::make_unique<MaxMinNetwork>(f, options.threads);
+  return std::make_unique<MaxMinNetwork>(f, options.threads, section.time("reshare_delay"));
 }
 
-MaxMinNetwork::MaxMinNetwork(const fabric::Fabric& f, int threads)
-    : fabric_(f), solver_(capacities(f)) {
+MaxMinNetwork::MaxMinNetwork(const fabric::Fabric& f, int threads, Time reshare_delay)
+    : fabric_(f), solver_(capacities(f)), reshare_delay_(reshare_delay) {
   solver_.set_threads(threads);
 }
 
 FlowHandle MaxMinNetwork::start(const FlowSpec& spec, Time now) {
   ROCESIM_CHECK(spec.bytes > 0, "a flow moves at least one byte");
+  must_solve_ = true;
   FlowHandle f = 0;
   if (!spec.merged_links.empty()) {
     f = solver_.add(spec.merged_links, spec.rate_cap, spec.merged_weights);
@@ -194,7 +205,8 @@ void MaxMinNetwork::EndQueue::take(int64_t t, const std::vector<FlowState>& stat
 
 Time MaxMinNetwork::next_event() {
   const int64_t end = ends_.next(state_);
-  return end == std::numeric_limits<int64_t>::max() ? Time::infinity() : Time::ps(end);
+  const Time t = end == std::numeric_limits<int64_t>::max() ? Time::infinity() : Time::ps(end);
+  return std::min(t, reshare_at_);
 }
 
 void MaxMinNetwork::advance(Time t, std::vector<Completion>& finished) {
@@ -211,9 +223,18 @@ void MaxMinNetwork::advance(Time t, std::vector<Completion>& finished) {
     solver_.remove(p.flow);
     finished.push_back({p.flow, Time::zero()});
   }
+  ended_ = ended_ || !due_.empty();
 }
 
 void MaxMinNetwork::commit(Time now) {
+  // Flows that only ended leave the others' rates as they are (still feasible: nothing was
+  // added) until the delay since the first of them has passed.
+  if (ended_ && !must_solve_ && reshare_delay_ > Time::zero() && solver_.active_flows() > 0) {
+    if (reshare_at_.is_infinite()) reshare_at_ = now + reshare_delay_;
+    if (now < reshare_at_) return;
+  }
+  reshare_at_ = Time::infinity();
+  ended_ = must_solve_ = false;
   solver_.solve(changed_);
   for (const MaxMinSolver::FlowSlot f : changed_) {
     FlowState& s = state_[f];
@@ -234,6 +255,7 @@ double MaxMinNetwork::sent(FlowHandle f, Time now) const {
 }
 
 void MaxMinNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time) {
+  must_solve_ = true;
   solver_.set_capacity(l, bytes_per_second);
 }
 

@@ -5,6 +5,11 @@
 // The ends of flows that take the same time from their last rate change (the ranks of a
 // collective's steps) are kept in a FIFO per duration rather than in the heap.
 //
+// Bandwidth that ending flows free is re-shared at once (exact max-min), or, with
+// `reshare_delay`, at most that long after the first of them ended: flows that only end leave
+// the other rates as they were until then, while a start, a reroute or a capacity change
+// re-shares at once (docs/models/maxmin.md, "Re-sharing after ends").
+//
 // Semantics, as in SimGrid's max-min model with zero link latency plus the path latency added
 // once (the reference of bench/reference.py): a flow shares bandwidth
 // from the instant it starts; its last byte leaves the sender when its bytes are exhausted (the
@@ -23,7 +28,10 @@ namespace rocesim::network {
 
 class MaxMinNetwork final : public NetworkModel {
  public:
-  explicit MaxMinNetwork(const fabric::Fabric& f, int threads = 1);
+  /// `reshare_delay`: how long bandwidth freed by ending flows may wait before it is shared
+  /// again (0: at once).
+  explicit MaxMinNetwork(const fabric::Fabric& f, int threads = 1,
+                         Time reshare_delay = Time::zero());
 
   std::string_view name() const override { return "maxmin"; }
   FlowHandle start(const FlowSpec& spec, Time now) override;
@@ -121,6 +129,10 @@ class MaxMinNetwork final : public NetworkModel {
   std::vector<double> merge_scratch_;
   std::vector<fabric::LinkId> links_;
   std::vector<double> weights_;
+  Time reshare_delay_;
+  Time reshare_at_ = Time::infinity();  // when the bandwidth of flows that ended is re-shared
+  bool ended_ = false;                  // flows ended since the last solve
+  bool must_solve_ = false;  // a flow started, moved or a capacity changed since the last solve
 };
 
 /// The `network` section when `model: maxmin`.
