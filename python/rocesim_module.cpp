@@ -114,6 +114,27 @@ class Run {
     return out;
   }
 
+  /// One row per link class, as /congestion/tiers of results.h5; empty for a model without
+  /// queues.
+  py::list congestion() const {
+    need_run();
+    py::list out;
+    const metrics::CongestionRecorder& cr = run_->recorder->congestion();
+    if (!cr.any()) return out;
+    for (const metrics::TierCongestion& t : cr.tiers()) {
+      py::dict d;
+      d["link_class"] = t.link_class;
+      d["links"] = t.links;
+      d["paused_fraction"] = t.paused_fraction;
+      d["pauses"] = t.pauses;
+      d["max_queue_bytes"] = t.max_queue;
+      d["ecn_marks"] = t.ecn_marks;
+      d["drop_bytes"] = t.drops;
+      out.append(d);
+    }
+    return out;
+  }
+
   py::list link_events() const {
     need_run();
     py::list out;
@@ -264,6 +285,8 @@ PYBIND11_MODULE(_rocesim, m) {
       .def_property_readonly("workloads", &Run::workloads,
                              "one dict per workload: times (s), flows, bytes and its figures")
       .def_property_readonly("tiers", &Run::tiers, "one dict per link class (as /tiers)")
+      .def_property_readonly("congestion", &Run::congestion,
+                             "one dict per link class (as /congestion/tiers); empty with max-min")
       .def_property_readonly("link_events", &Run::link_events, "one dict per link event")
       .def_property_readonly("summary", &Run::summary, "the summary `rocesim run` prints")
       .def("write", &Run::write, py::arg("path"), "write results.h5 (docs/output.md)");

@@ -5,6 +5,7 @@ DataFrames, and readers of the files rocesim writes.
     r = rocesim.run("scenarios/quickstart.yaml", set={"routing.scheme": "e-ecmp"}, seed=2)
     r.workloads                 # DataFrame, one row per workload (times in s, figures)
     r.tiers, r.link_events      # DataFrames; r.metrics: dict; r.summary: text
+    r.congestion                # per link class: PFC pauses, queues, ECN marks, drops (fluid)
     r.write("results.h5")       # what `rocesim run` writes
 
     points = rocesim.sweep("studies/routing_schemes.yaml", workers=2)   # DataFrame of points
@@ -82,6 +83,15 @@ class Run:
     def tiers(self):
         """One row per link class, as /tiers of results.h5."""
         return pd.DataFrame(self._native.tiers)
+
+    @property
+    def congestion(self):
+        """One row per link class, as /congestion/tiers of results.h5: paused_fraction, pauses,
+        max_queue_bytes, ecn_marks, drop_bytes (a model with queues: `network.model: fluid`);
+        empty for max-min. The CNPs received by all senders are metrics["cnps"]."""
+        return pd.DataFrame(self._native.congestion,
+                            columns=["link_class", "links", "paused_fraction", "pauses",
+                                     "max_queue_bytes", "ecn_marks", "drop_bytes"])
 
     @property
     def link_events(self):
@@ -221,8 +231,10 @@ def _attrs(obj):
 def read_results(path):
     """Every table of a file rocesim wrote (results.h5, validation.h5, nccl-tests output) as a
     dict of DataFrames: the top-level tables (workloads, tiers, flows, links, qps, nodes,
-    link_events, ...) and each /tables/<name> under its name; "meta" holds /meta's attributes
-    as a dict (docs/output.md)."""
+    link_events, ...), each /tables/<name> under its name, and the tables of /congestion
+    prefixed "congestion_" (congestion_tiers, congestion_links, congestion_queue_series,
+    congestion_rate_series; its attributes, the CNPs, under "congestion"); "meta" holds
+    /meta's attributes as a dict (docs/output.md)."""
     out = {}
     with h5py.File(os.fspath(path), "r") as f:
         for key, obj in f.items():
@@ -231,6 +243,10 @@ def read_results(path):
             elif key == "tables":
                 for name, group in obj.items():
                     out[name] = _frame(group)
+            elif key == "congestion":
+                out["congestion"] = _attrs(obj)
+                for name, table in obj.items():
+                    out["congestion_" + name] = _frame(table)
             elif isinstance(obj, h5py.Dataset) and obj.dtype.names is not None:
                 out[key] = _frame(obj)
     return out

@@ -68,9 +68,13 @@ class CongestionRecorder final : public network::NetworkObserver {
   void on_drop(fabric::LinkId link, network::TrafficClass c, Time t, double bytes) override;
   void on_rate(network::QpId qp, Time t, double bytes_per_second) override;
 
+  /// The model reports congestion: its figures are results even if nothing congests (zeros).
+  void expect_reports() { seen(); }
   /// Closes pauses still on at `end` and sums the tiers.
   void finalize(Time end);
 
+  /// Whether there are congestion figures: the model reports them (expect_reports) or reported
+  /// an event.
   bool any() const { return seen_; }
   const std::vector<LinkCongestion>& links() const { return links_; }
   const std::vector<TierCongestion>& tiers() const { return tiers_; }

@@ -106,6 +106,17 @@ std::vector<std::pair<std::string, double>> run_metrics(const Recorder& rec, Tim
     out.emplace_back(t.link_class + ".mmr", t.mmr);
     out.emplace_back(t.link_class + ".busy_mmr", t.busy_mmr);
   }
+  const CongestionRecorder& cr = rec.congestion();
+  if (cr.any()) {
+    for (const TierCongestion& t : cr.tiers()) {
+      out.emplace_back(t.link_class + ".paused_fraction", t.paused_fraction);
+      out.emplace_back(t.link_class + ".pauses", static_cast<double>(t.pauses));
+      out.emplace_back(t.link_class + ".max_queue_bytes", t.max_queue);
+      out.emplace_back(t.link_class + ".ecn_marks", t.ecn_marks);
+      out.emplace_back(t.link_class + ".drop_bytes", t.drops);
+    }
+    out.emplace_back("cnps", cr.cnps());
+  }
   return out;
 }
 

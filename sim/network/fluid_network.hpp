@@ -125,6 +125,7 @@ class FluidNetwork final : public NetworkModel {
   FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, int threads = 1);
 
   std::string_view name() const override { return "fluid"; }
+  bool reports_congestion() const override { return true; }
   FlowHandle start(const FlowSpec& spec, Time now) override;
   Time next_event() override { return next_event_; }
   void advance(Time t, std::vector<Completion>& finished) override;

@@ -145,6 +145,10 @@ class NetworkModel {
   virtual FlowHandle reroute(FlowHandle f, std::span<const Route> routes, Time now) = 0;
 
   void add_observer(NetworkObserver* o) { observers_.push_back(o); }
+  /// Whether the model reports queues, pauses, marks, CNPs and drops to its observers: results
+  /// then carry congestion figures, zeros where nothing congested. A model without queues has
+  /// nothing to report.
+  virtual bool reports_congestion() const { return false; }
 
  protected:
   std::vector<NetworkObserver*> observers_;

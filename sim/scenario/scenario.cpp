@@ -576,6 +576,7 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   run->recorder = std::make_unique<metrics::Recorder>(*run->sim, run->max_flow_records);
   run->sim->add_observer(run->recorder.get());
   run->network->add_observer(&run->recorder->congestion());
+  if (run->network->reports_congestion()) run->recorder->congestion().expect_reports();
 
   ConfigNode effective = sink.assemble(written);
   if (o.seed) {

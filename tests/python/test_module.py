@@ -75,6 +75,40 @@ with tempfile.TemporaryDirectory() as tmp:
     except ValueError:
         pass
 
+    # Congestion figures of the fluid model: the same in process and in the CLI's results.h5,
+    # and among the metrics (a sweep's columns); zeros where nothing congests; none with max-min.
+    incast = os.path.join(SRC, "scenarios", "fluid_tcp_incast.yaml")
+    fluid = rocesim.run(incast)
+    fluid_h5 = os.path.join(tmp, "fluid.h5")
+    subprocess.run([CLI, "run", incast, "-q", "-o", fluid_h5], check=True)
+    mine, theirs = fluid.congestion, rocesim.read_results(fluid_h5)
+    check(list(mine["link_class"]) == list(theirs["congestion_tiers"]["link_class"]),
+          "congestion tiers differ from /congestion/tiers")
+    for col in ("links", "paused_fraction", "pauses", "max_queue_bytes", "ecn_marks", "drop_bytes"):
+        check(np.array_equal(mine[col].to_numpy(dtype=float),
+                             theirs["congestion_tiers"][col].to_numpy(dtype=float)),
+              f"congestion {col} differs from the CLI's")
+    port = mine.set_index("link_class").loc["leaf->nic"]
+    check(port["drop_bytes"] > 0 and port["max_queue_bytes"] > 0,
+          f"the TCP incast neither queues nor drops at the receiver's port: {dict(port)}")
+    check(fluid.metrics["leaf->nic.drop_bytes"] == port["drop_bytes"] and
+          fluid.metrics["nic->leaf.pauses"] == mine.set_index("link_class").loc["nic->leaf",
+                                                                                  "pauses"],
+          "congestion metrics differ from the congestion table")
+    check(fluid.metrics["cnps"] == theirs["congestion"]["cnps"], "cnps differ from the CLI's")
+    check(len(theirs["congestion_links"]) == len(theirs["links"]) and
+          len(theirs["congestion_queue_series"]) > 0, "read_results' congestion tables")
+    calm = rocesim.run({"name": "calm", "network": {"model": "fluid"},
+                        "topology": {"type": "clos", "racks": 1, "nodes_per_rack": 2,
+                                     "node": {"gpus": 1, "nic_speed": "400Gbps"},
+                                     "leaf": {"uplinks": 1}, "spine": {"count": 1}},
+                        "workloads": [{"name": "one", "type": "flows",
+                                       "flows": [{"src": 0, "dst": 1, "bytes": "1MiB"}]}]})
+    check(len(calm.congestion) == len(mine) and calm.congestion["pauses"].sum() == 0 and
+          calm.congestion["drop_bytes"].sum() == 0 and calm.metrics["leaf->nic.pauses"] == 0,
+          "a fluid run without congestion has no zero figures")
+    check(run.congestion.empty and "cnps" not in run.metrics, "congestion figures of max-min")
+
     # A study in process: the same table as `rocesim sweep` writes, at 1 and 2 workers.
     study = os.path.join(SRC, "studies", "routing_schemes.yaml")
     sweep_h5 = os.path.join(tmp, "sweep.h5")
