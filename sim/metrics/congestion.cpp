@@ -1,23 +1,38 @@
 #include "sim/metrics/congestion.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace rocesim::metrics {
 
 void Series::add(Time t, double value) {
   if (!samples_.empty() && samples_.back().t_ps == t.count_ps()) {
-    samples_.back().value = value;  // the state at the end of the instant
+    samples_.back().value = std::max(before_, value);  // the state at the end of the instant
+    return;
+  }
+  if (!samples_.empty() && filled_ == stride_ && samples_.size() == points_) {
+    // Full: halve the resolution, keeping each pair's later time and larger value; an unpaired
+    // last sample (an odd number of points) goes on filling up to the doubled stride.
+    size_t out = 0;
+    for (size_t i = 0; i + 1 < samples_.size(); i += 2) {
+      samples_[out++] = {samples_[i + 1].t_ps,
+                         std::max(samples_[i].value, samples_[i + 1].value)};
+    }
+    const bool odd = samples_.size() % 2 == 1;
+    if (odd) samples_[out++] = samples_.back();
+    samples_.resize(out);
+    filled_ = odd ? stride_ : 2 * stride_;
+    stride_ *= 2;
+  }
+  if (!samples_.empty() && filled_ < stride_) {  // another instant of the last sample
+    before_ = samples_.back().value;
+    samples_.back() = {t.count_ps(), std::max(before_, value)};
+    ++filled_;
     return;
   }
   samples_.push_back({t.count_ps(), value});
-  if (samples_.size() < points_) return;
-  // Full: halve the resolution, keeping each pair's later time and larger value.
-  size_t out = 0;
-  for (size_t i = 0; i + 1 < samples_.size(); i += 2) {
-    samples_[out++] = {samples_[i + 1].t_ps, std::max(samples_[i].value, samples_[i + 1].value)};
-  }
-  if (samples_.size() % 2 == 1) samples_[out++] = samples_.back();
-  samples_.resize(out);
+  before_ = -std::numeric_limits<double>::infinity();
+  filled_ = 1;
 }
 
 CongestionRecorder::CongestionRecorder(const fabric::Fabric& f, size_t qp_series)

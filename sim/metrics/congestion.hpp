@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,15 +46,25 @@ struct Sample {
   double value;
 };
 
+/// A down-sampled time series of at most `points` samples at a uniform spacing: each sample
+/// is the largest of `stride` consecutive instants' values, stamped with the last instant's
+/// time. When full, neighbours pair up (the later time, the larger value) and the stride
+/// doubles, so its peaks survive, old and new samples cover as many instants, and its size is
+/// bounded whatever the run's length.
 class Series {
  public:
   explicit Series(size_t points = 512) : points_(points) {}
+  /// The value at the end of instant `t` (a later call at the same instant replaces it).
   void add(Time t, double value);
   const std::vector<Sample>& samples() const { return samples_; }
 
  private:
   size_t points_;
   std::vector<Sample> samples_;
+  uint64_t stride_ = 1;  // instants a sample covers
+  uint64_t filled_ = 0;  // instants the last sample covers so far
+  // The largest value of the last sample's instants before its last one.
+  double before_ = -std::numeric_limits<double>::infinity();
 };
 
 class CongestionRecorder final : public network::NetworkObserver {

@@ -740,3 +740,37 @@ spine: {count: 1, buffer: 4MB}
 
 }  // namespace
 }  // namespace rocesim::network
+
+namespace rocesim::metrics {
+namespace {
+
+TEST(CongestionSeries, KeepsAUniformSpacingAndEveryPeak) {
+  // 5,000 instants 1 us apart, value = the instant's index, except a spike of 1e9 at instant
+  // 1,234 and a same-instant correction at instant 4,000 (first 7e9, then 4,000: the state at
+  // the end of the instant is 4,000). With 64 points: 5,000 / 64 = 78 instants a sample at
+  // least, so the stride doubles from 1 to 128 (64 x 128 >= 5,000 > 64 x 64). Every full sample
+  // covers 128 instants, ends at instant 128 k + 127 and holds the largest index of its span;
+  // the first sample ends at 127 us (not late in the run, as when old samples were merged more
+  // often than new ones); the spike survives in its sample.
+  Series s(64);
+  for (int64_t i = 0; i < 5000; ++i) {
+    s.add(Time::us(static_cast<double>(i)), i == 1234 ? 1e9 : static_cast<double>(i));
+    if (i == 4000) {
+      s.add(Time::us(4000), 7e9);
+      s.add(Time::us(4000), 4000);
+    }
+  }
+  const std::vector<Sample>& v = s.samples();
+  ASSERT_LE(v.size(), 64u);
+  ASSERT_EQ(v.size(), 40u);  // ceil(5,000 / 128)
+  for (size_t k = 0; k + 1 < v.size(); ++k) {
+    const int64_t last = 128 * static_cast<int64_t>(k) + 127;
+    EXPECT_EQ(v[k].t_ps, Time::us(static_cast<double>(last)).count_ps()) << k;
+    EXPECT_EQ(v[k].value, k == 1234 / 128 ? 1e9 : static_cast<double>(last)) << k;
+  }
+  EXPECT_EQ(v.back().t_ps, Time::us(4999).count_ps());
+  EXPECT_EQ(v.back().value, 4999);
+}
+
+}  // namespace
+}  // namespace rocesim::metrics
