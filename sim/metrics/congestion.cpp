@@ -8,15 +8,18 @@ namespace rocesim::metrics {
 void Series::add(Time t, double value) {
   if (!samples_.empty() && samples_.back().t_ps == t.count_ps()) {
     samples_.back().value = std::max(before_, value);  // the state at the end of the instant
+    last_ = value;
     return;
   }
+  prev_t_ = last_t_;
+  last_t_ = t.count_ps();
+  last_ = value;
   if (!samples_.empty() && filled_ == stride_ && samples_.size() == points_) {
     // Full: halve the resolution, keeping each pair's later time and larger value; an unpaired
     // last sample (an odd number of points) goes on filling up to the doubled stride.
     size_t out = 0;
     for (size_t i = 0; i + 1 < samples_.size(); i += 2) {
-      samples_[out++] = {samples_[i + 1].t_ps,
-                         std::max(samples_[i].value, samples_[i + 1].value)};
+      samples_[out++] = {samples_[i + 1].t_ps, std::max(samples_[i].value, samples_[i + 1].value)};
     }
     const bool odd = samples_.size() % 2 == 1;
     if (odd) samples_[out++] = samples_.back();
@@ -33,6 +36,13 @@ void Series::add(Time t, double value) {
   samples_.push_back({t.count_ps(), value});
   before_ = -std::numeric_limits<double>::infinity();
   filled_ = 1;
+}
+
+void Series::close() {
+  if (samples_.empty() || filled_ < 2 || samples_.back().value == last_) return;
+  samples_.back().t_ps = prev_t_;  // its largest came before the last instant
+  samples_.push_back({last_t_, last_});
+  filled_ = stride_;
 }
 
 CongestionRecorder::CongestionRecorder(const fabric::Fabric& f, size_t qp_series)
@@ -104,6 +114,10 @@ void CongestionRecorder::on_rate(network::QpId qp, Time t, double bytes_per_seco
 }
 
 void CongestionRecorder::finalize(Time end) {
+  for (auto& [link, series] : queue_series_)
+    series.close();
+  for (auto& [qp, series] : rate_series_)
+    series.close();
   for (fabric::LinkId l = 0; l < links_.size(); ++l) {
     if (!paused_since_[l].is_infinite()) {
       links_[l].paused_s += (end - paused_since_[l]).in_seconds();

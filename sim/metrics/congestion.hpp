@@ -50,12 +50,16 @@ struct Sample {
 /// is the largest of `stride` consecutive instants' values, stamped with the last instant's
 /// time. When full, neighbours pair up (the later time, the larger value) and the stride
 /// doubles, so its peaks survive, old and new samples cover as many instants, and its size is
-/// bounded whatever the run's length.
+/// bounded whatever the run's length. Closed, it ends with the last instant's own value (a
+/// queue that drained ends at 0), one sample over the bound at most.
 class Series {
  public:
   explicit Series(size_t points = 512) : points_(points) {}
   /// The value at the end of instant `t` (a later call at the same instant replaces it).
   void add(Time t, double value);
+  /// Ends the series with the last instant's value where the last sample's largest is an
+  /// earlier one's (which it then is stamped with).
+  void close();
   const std::vector<Sample>& samples() const { return samples_; }
 
  private:
@@ -65,6 +69,8 @@ class Series {
   uint64_t filled_ = 0;  // instants the last sample covers so far
   // The largest value of the last sample's instants before its last one.
   double before_ = -std::numeric_limits<double>::infinity();
+  int64_t last_t_ = 0, prev_t_ = 0;  // the last instant and the one before
+  double last_ = 0;                  // the last instant's value
 };
 
 class CongestionRecorder final : public network::NetworkObserver {

@@ -751,7 +751,8 @@ TEST(CongestionSeries, KeepsAUniformSpacingAndEveryPeak) {
   // least, so the stride doubles from 1 to 128 (64 x 128 >= 5,000 > 64 x 64). Every full sample
   // covers 128 instants, ends at instant 128 k + 127 and holds the largest index of its span;
   // the first sample ends at 127 us (not late in the run, as when old samples were merged more
-  // often than new ones); the spike survives in its sample.
+  // often than new ones); the spike survives in its sample. Then a last instant at 0 (a queue
+  // that drained): closed, the series ends with it, its last sample stamped at 4,999.
   Series s(64);
   for (int64_t i = 0; i < 5000; ++i) {
     s.add(Time::us(static_cast<double>(i)), i == 1234 ? 1e9 : static_cast<double>(i));
@@ -770,6 +771,14 @@ TEST(CongestionSeries, KeepsAUniformSpacingAndEveryPeak) {
   }
   EXPECT_EQ(v.back().t_ps, Time::us(4999).count_ps());
   EXPECT_EQ(v.back().value, 4999);
+  s.add(Time::us(5000), 0);
+  EXPECT_EQ(v.back().value, 4999) << "the largest of its instants";
+  s.close();
+  ASSERT_EQ(v.size(), 41u);
+  EXPECT_EQ(v[39].t_ps, Time::us(4999).count_ps());
+  EXPECT_EQ(v[39].value, 4999);
+  EXPECT_EQ(v[40].t_ps, Time::us(5000).count_ps());
+  EXPECT_EQ(v[40].value, 0);
 }
 
 }  // namespace
