@@ -11,7 +11,10 @@ Writes into OUT_DIR (created if missing), each PNG under a temporary name then r
              a cumulative distribution on a log axis, from /flows (only the flows the file
              keeps: output.max_flows); not drawn when the file has no flows;
   busbw.png  for an nccl-tests run (/tables/nccl_tests): bus bandwidth (out of place and in
-             place) against message size.
+             place) against message size;
+  congestion.png  for a run of a model with queues (/congestion: network.model fluid): the
+             queue depth over time of the links that queued deepest (at most 8), and per link
+             class the time its links' senders were paused by PFC.
 Prints the paths written. The PNGs are the same bytes for the same file (default style,
 fixed size and dpi, no software tag).
 
@@ -120,6 +123,44 @@ def plot_busbw(f, plt, np, out):
     return path
 
 
+def plot_congestion(f, plt, np, out):
+    if "congestion" not in f:
+        return None
+    g = f["congestion"]
+    series = g["queue_series"][:]
+    tiers = g["tiers"][:]
+    links = f["links"][:]
+    names = [text(n) for n in f["nodes"][:]["name"]] if "nodes" in f else None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=DPI,
+                                      gridspec_kw={"width_ratios": [2, 1]})
+    ids = np.unique(series["id"])
+    deepest = sorted(ids, key=lambda i: -series["value"][series["id"] == i].max())[:8]
+    for i in sorted(deepest):
+        mine = series[series["id"] == i]
+        label = f"link {i}"
+        if names is not None:
+            label = f"{names[links['src'][i]]} -> {names[links['dst'][i]]}"
+        left.plot(mine["t_ps"] * 1e-6, mine["value"] / 1e6, label=label)
+    left.set_xlabel("time (us)")
+    left.set_ylabel("egress queue (MB)")
+    left.set_title("Deepest egress queues" if deepest else "No queue built", fontsize=10)
+    left.grid(True, alpha=0.3)
+    if deepest:
+        left.legend(fontsize=7, loc="upper right")
+    classes = [text(c) for c in tiers["link_class"]]
+    right.barh(range(len(classes)), 100 * tiers["paused_fraction"])
+    right.set_yticks(range(len(classes)), classes, fontsize=8)
+    right.invert_yaxis()
+    right.set_xlabel("time paused by PFC (% of link time)")
+    right.set_title("PFC pauses per link class", fontsize=10)
+    right.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out, "congestion.png")
+    save(fig, path)
+    plt.close(fig)
+    return path
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="plot_results.py",
                                 description="Plot link utilisation, flow completion times and "
@@ -161,6 +202,7 @@ def main(argv=None):
             if "links" in f:
                 written.append(plot_links(f, plt, np, a.out))
                 written.append(plot_fct(f, plt, np, a.out))
+                written.append(plot_congestion(f, plt, np, a.out))
             written.append(plot_busbw(f, plt, np, a.out))
         except RuntimeError as e:
             print(f"plot_results: {e}", file=sys.stderr)

@@ -145,7 +145,7 @@ TEST(Run, NotesATruncatedFlowTableOnlyWhenItWritesOne) {
 
 // ---- rocesim plot ----
 
-TEST(Plot, DrawsTheTiersAndTheFlowsOfARunTheSameEachTimeAndBusBandwidthOfNcclTests) {
+TEST(Plot, DrawsTheTiersAndTheFlowsOfARunTheSameEachTimeBusBandwidthOfNcclTestsAndCongestion) {
   const TempDir dir("cli-plot");
   ASSERT_EQ(run_cli(fmt::format("run {} -q -o {}", source_path("scenarios/quickstart.yaml"),
                                 dir / "q.h5"))
@@ -167,6 +167,20 @@ TEST(Plot, DrawsTheTiersAndTheFlowsOfARunTheSameEachTimeAndBusBandwidthOfNcclTes
   const CommandResult n = run_cli(fmt::format("plot {} -o {}", dir / "n.h5", dir / "n"));
   ASSERT_EQ(n.exit_code, 0) << n.err;
   EXPECT_THAT(n.out, HasSubstr("busbw.png"));
+  EXPECT_THAT(a.out + n.out, Not(HasSubstr("congestion.png"))) << "max-min has no queues";
+  // A run of the fluid model: its queues and pauses, the same each time.
+  ASSERT_EQ(run_cli(fmt::format("run {} -q -o {}", source_path("scenarios/fluid_tcp_incast.yaml"),
+                                dir / "f.h5"))
+                .exit_code,
+            0);
+  for (const char* out : {"f1", "f2"}) {
+    const CommandResult f = run_cli(fmt::format("plot {} -o {}", dir / "f.h5", dir / out));
+    ASSERT_EQ(f.exit_code, 0) << f.err;
+    EXPECT_THAT(f.out, HasSubstr(fmt::format("{}/congestion.png", dir / out)));
+  }
+  const std::string congestion = read_file(dir / "f1" + "/congestion.png");
+  EXPECT_EQ(congestion.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(congestion, read_file(dir / "f2" + "/congestion.png"));
   // Not a results file: exit 2, nothing drawn.
   std::ofstream(dir / "bad.h5") << "not hdf5";
   const CommandResult bad = run_cli(fmt::format("plot {} -o {}", dir / "bad.h5", dir / "c"));
