@@ -223,7 +223,8 @@ void ProgramRunner::start_collective(engine::Simulation& sim, engine::WorkloadId
     ranks_[m].op_start[s] = sim.now();
   running_[k] = in;
   ++collectives_run_;
-  runners_[k]->start(sim, id, in.op, in.bytes);
+  runners_[k]->start(sim, id, in.op, in.bytes, 0, plan_.expert_imbalance,
+                     plan_.seed + collectives_run_);
 }
 
 void ProgramRunner::collective_done(engine::Simulation& sim, engine::WorkloadId id, size_t k) {

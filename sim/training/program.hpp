@@ -82,6 +82,8 @@ struct Plan {
   std::vector<std::array<int32_t, 2>> peers;  // per rank: next stage, previous stage (-1: none)
   std::vector<double> slowdown;               // per rank: compute time factor
   engine::ConnectionSpec p2p_connection;      // pipeline sends
+  double expert_imbalance = 0;                // AlltoAllv's (the router's load imbalance)
+  uint64_t seed = 0;                          // of the AlltoAllv draws, one per operation
 };
 
 /// Per rank: seconds of the compute stream by state.

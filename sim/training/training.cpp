@@ -10,6 +10,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/core/memory.hpp"
+#include "sim/core/rng.hpp"
 #include "sim/training/program.hpp"
 
 namespace rocesim::training {
@@ -78,6 +79,14 @@ constexpr Param kTrainingParams[] = {
              "tokens before and after the experts); divides DP and experts",
      .check = Check::Positive,
      .max = 1 << 16},
+    {.key = "expert_imbalance",
+     .type = ParamType::Number,
+     .fallback = "0",
+     .help = "the router's load imbalance, in [0, 1): each expert-parallel pair's tokens are "
+             "uniform in mean x [1 - u, 1 + u], a new draw per AlltoAll (an NCCL AlltoAllv; "
+             "0: a balanced AlltoAll). Exact max-min re-shares at each unequal pair's end: on "
+             "large EP groups see network.reshare_delay",
+     .check = Check::NonNegative},
     {.key = "data_parallel",
      .type = ParamType::Integer,
      .help = "data-parallel ranks DP (default: ranks / (TP x PP)); a check",
@@ -493,13 +502,16 @@ class StageBuilder {
   }
 
   void run_block(const Block& b, Purpose p, double seconds) {
+    // The tokens to the experts and back: balanced, or as the router spreads them.
+    const Collective tokens =
+        s_.expert_imbalance > 0 ? Collective::AllToAllv : Collective::AllToAll;
     if (b.alltoall) {
-      p_.add(kCompute, collective(Purpose::Experts, Family::Ep, Collective::AllToAll,
+      p_.add(kCompute, collective(Purpose::Experts, Family::Ep, tokens,
                                   static_cast<double>(alltoall_bytes_)));
     }
     p_.add(kCompute, compute(p, seconds));
     if (b.alltoall) {
-      p_.add(kCompute, collective(Purpose::Experts, Family::Ep, Collective::AllToAll,
+      p_.add(kCompute, collective(Purpose::Experts, Family::Ep, tokens,
                                   static_cast<double>(alltoall_bytes_)));
     }
     if (b.tensor) {
@@ -647,6 +659,10 @@ TrainingSetup read_training_setup(const engine::WorkloadInput& in, const Trainin
   s.tp = r.integer_as<int>("tensor_parallel");
   s.pp = r.integer_as<int>("pipeline_parallel");
   s.ep = r.integer_as<int>("expert_parallel");
+  s.expert_imbalance = r.number("expert_imbalance");
+  if (s.expert_imbalance >= 1) {
+    r.fail("expert_imbalance", "a value in [0, 1)", std::to_string(s.expert_imbalance));
+  }
   const auto w = static_cast<int64_t>(gpus.size());
   if (w % (int64_t{s.tp} * s.pp) != 0) {
     r.fail("tensor_parallel",
@@ -958,6 +974,8 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
   if (r.has("nccl")) cfg = read_nccl(r.section("nccl", collectives::nccl::nccl_table()), cfg, true);
   plan.p2p_connection.qps = cfg.qps_per_connection;
   plan.p2p_connection.message_bytes = cfg.p2p_net_chunksize.count();
+  plan.expert_imbalance = s.expert_imbalance;
+  plan.seed = in.seed ^ fnv1a64(in.name);
   plan.gpus = std::move(gpus);
   std::vector<uint32_t> traced = ranks_of(r, "trace_ranks");
   auto memory = s.peak_memory(s.micro_batch);

@@ -38,6 +38,7 @@ struct TrainingSetup {
   Model model;
   DsConfig ds;
   int tp = 1, pp = 1, ep = 1, dp = 1;
+  double expert_imbalance = 0;  // the router's: AlltoAllv pair sizes in mean x [1 - u, 1 + u]
   int64_t micro_batch = 1, grad_accumulation = 1;
   int steps = 1;
   Checkpointing checkpointing = Checkpointing::None;

@@ -241,6 +241,36 @@ TEST(TrainingDirections, OneSlowGpuSlowsTheWholeJobByAboutItsSlowdown) {
   EXPECT_GT(slow.values.at("waiting_s"), 0.2 * base.values.at("step_time_s"));
 }
 
+TEST(TrainingDirections, AnImbalancedRouterSlowsTheExpertAlltoAllsByLessThanItsSpread) {
+  // A MoE model with 4-way expert parallelism on 16 GPUs: each block's two token AlltoAlls
+  // block the compute stream, so they are its exposed EP time. With expert_imbalance u each
+  // pair carries mean x [1 - u, 1 + u] (AlltoAllv, a new draw per operation): a batch of NCCL's
+  // schedule ends with its largest pair, above the mean but at most (1 + u) x the mean, so
+  // the exposed EP time grows, by less than the factor 1 + u. The same seed gives the same step.
+  const std::string moe =
+      "{name: moe, layers: 4, hidden_size: 1024, heads: 8, ffn_size: 2048, vocab_size: 256, "
+      "seq_len: 1024, experts: 8, top_k: 2}";
+  const auto job = [&](const std::string& u) {
+    return scenario(2, "400Gbps",
+                    "    expert_parallel: 4\n    expert_imbalance: " + u +
+                        "\n    deepspeed: {train_micro_batch_size_per_gpu: 1, "
+                        "gradient_accumulation_steps: 2, bf16: {enabled: true}, "
+                        "zero_optimization: {stage: 1}}",
+                    moe);
+  };
+  const Outcome balanced = run_scenario(job("0")), spread = run_scenario(job("0.4")),
+                again = run_scenario(job("0.4"));
+  const double b = balanced.values.at("exposed_ep_s"), s = spread.values.at("exposed_ep_s");
+  EXPECT_GT(b, 0);
+  EXPECT_GT(s, b);
+  EXPECT_LT(s, 1.4 * b);
+  EXPECT_GT(spread.values.at("step_time_s"), balanced.values.at("step_time_s"));
+  EXPECT_EQ(again.values.at("step_time_s"), spread.values.at("step_time_s"));
+  const InputError e = test::input_error([&] { test::scenario_from_yaml(job("1.5")); });
+  EXPECT_THAT(e.key(), testing::HasSubstr("expert_imbalance"));
+  EXPECT_THAT(e.what(), testing::HasSubstr("[0, 1)"));
+}
+
 TEST(TrainingMemory, AConfigurationThatDoesNotFitIsReportedNotSimulated) {
   // The 440M model with micro-batches of 32 on 40 GiB A100s: activations alone need
   // 24 x 2048 x 32 x 1024 x 34 bytes = 51 GiB.
