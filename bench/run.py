@@ -168,6 +168,39 @@ def fluid(report, runs, quick):
     report.append("")
 
 
+def reshare(report, runs, quick):
+    """Max-min with network.reshare_delay against exact on an AlltoAllv whose pairs end one by
+    one: wall time, and the simulated time's error against exact (docs/models/maxmin.md)."""
+    path = os.path.join(ROOT, "bench", "scenarios", "alltoallv_128.yaml")
+    delays = ["0s", "1us", "5us"] if quick else ["0s", "1us", "5us", "20us"]
+    report.append(f"## Re-sharing after ends: 64 MiB AlltoAllv (imbalance 0.3), 128 GPUs "
+                  f"(`bench/scenarios/alltoallv_128.yaml`; release build, one thread, medians of "
+                  f"{runs} alternating runs)\n")
+    report.append("| network.reshare_delay | wall s | speed-up | simulated | against exact |")
+    report.append("|---|---:|---:|---:|---:|")
+    walls = {d: [] for d in delays}
+    simulated = {}
+    import h5py
+    for _ in range(runs):
+        for d in delays:
+            # results.h5 (no flow table: a few kB) for the simulated end to the picosecond
+            h5 = os.path.join(OUT, f"reshare_{d}.h5")
+            if os.path.exists(h5):
+                os.unlink(h5)
+            w, _, _ = timed([CLI, "run", path, "-q", "-o", h5, "--set",
+                             f"network.reshare_delay={d}"])
+            walls[d].append(w)
+            with h5py.File(h5, "r") as f:
+                simulated[d] = float(f["meta"].attrs["end_ps"]) * 1e-12
+    exact_wall, exact = median(walls["0s"]), simulated["0s"]
+    for d in delays:
+        w = median(walls[d])
+        err = "" if d == "0s" else f"{100 * (simulated[d] / exact - 1):+.2f} %"
+        report.append(f"| {d} | {w:.2f} | {exact_wall / w:.1f}x | {simulated[d] * 1e6:.3f} us | "
+                      f"{err} |")
+    report.append("")
+
+
 def read_ns3(scen, n, nbytes):
     """Per-flow FCTs of the peers' stored ns-3 run, and its wall time on this machine."""
     path = os.path.join(PEERS, "results", "ns3", f"fct_{scen}_N{n}_B{nbytes}.csv.gz")
@@ -309,7 +342,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="one case of each kind (for testing)")
     sections = {"micro": micro, "scale": scale, "collectives": collectives,
-                "fluid": fluid, "tcp": tcp_vs_ns3, "calibration": calibration, "peers": peers}
+                "fluid": fluid, "reshare": reshare, "tcp": tcp_vs_ns3, "calibration": calibration,
+                "peers": peers}
     ap.add_argument("--only", choices=sorted(sections), action="append",
                     help="run only these sections (repeatable; default: all)")
     args = ap.parse_args()
