@@ -578,7 +578,20 @@ void FluidNetwork::update_tcp(QpState& q, double now, double dt) const {
   if (q.x <= 0 || dt <= 0) return;
   const double acked = q.x * dt;  // bytes acknowledged in the interval (fluid)
   if (q.cwnd < q.ssthresh) {
-    q.cwnd = std::min(q.cwnd + acked, q.ssthresh);  // slow start: a segment per segment acked
+    // Slow start, a segment per segment acknowledged: dW/dt = x. While the window is what
+    // bounds the rate (x = W / RTT) W grows as e^(t / RTT) until W / RTT reaches the rate the
+    // path gives; from there (or if the rate was bounded already) it grows by x dt. Solved over
+    // the interval, so that a step of a sixth of a round trip grows it as much as six of a
+    // thirty-sixth.
+    const double rtt = std::max(q.rtt, 1e-12);
+    double grown = q.cwnd + acked;
+    if (q.x * rtt >= 0.999 * q.cwnd) {
+      const double ceiling = std::min(q.line, c.host_rate > 0 ? c.host_rate : q.line) * rtt;
+      const double reach = q.cwnd < ceiling ? rtt * std::log(ceiling / q.cwnd) : 0;
+      grown = reach >= dt ? q.cwnd * std::exp(dt / rtt)
+                          : std::max(ceiling, q.cwnd) + (ceiling / rtt) * (dt - reach);
+    }
+    q.cwnd = std::min(grown, q.ssthresh);
   } else if (!cubic) {
     q.cwnd += c.mss * acked / q.cwnd;  // congestion avoidance: a segment per window
   } else {
@@ -798,7 +811,9 @@ void FluidNetwork::compute_rates(double now) {
   if (dirty_) rebuild();
   for (Part& p : parts_) {
     p.moving = false;
+    p.rdma = false;
     p.wake = 1e300;
+    p.min_rtt = 1e300;
   }
   const auto links = static_cast<uint32_t>(order_.size());
   // Queues, ingress counters and buffer use from the routes' bytes; on threads node by node (a
@@ -830,6 +845,7 @@ void FluidNetwork::compute_rates(double now) {
     parts_[0].moving = moving;
   }
   bool in_motion = false;
+  bool lossless_held = false;  // a lossless or control queue, or a pause
   update_pauses(now);
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
@@ -837,6 +853,7 @@ void FluidNetwork::compute_rates(double now) {
     s.p = marking(s, q);
     unmarked_[l] = 1 - s.p;
     in_motion = in_motion || s.paused || s.source_paused || s.p > 0;
+    lossless_held = lossless_held || s.paused || s.source_paused || s.queue[0] + s.queue[2] > 0;
     // Queue depths while they are not zero, and once when they become zero again.
     const bool queued = q + s.queue[2] > 0;
     if (!observers_.empty() && (queued || s.queued)) {
@@ -882,13 +899,18 @@ void FluidNetwork::compute_rates(double now) {
   // Senders' demands (on one thread with TCP, whose routes write their QP's round trip), then
   // the port each sends from shared max-min (the NIC's round robin).
   in_parts(tcp_ ? 0 : routes, [&](size_t part, size_t parts) {
-    bool moving = false;
-    double wake = 1e300;
+    bool moving = false, rdma = false;
+    double wake = 1e300, min_rtt = 1e300;
     for (size_t i = routes * part / parts; i < routes * (part + 1) / parts; ++i) {
       RouteState& rs = routes_[live_routes_[i]];
       rs.x = 0;
       rs.demand = 0;
       if (!rs.sending) continue;
+      if (rs.tcp) {
+        min_rtt = std::min(min_rtt, rs.base_rtt);
+      } else {
+        rdma = true;
+      }
       const LinkState& first = links_[path(rs).front().link];
       if (rs.tc == TrafficClass::Lossless && (first.source_paused || first.paused)) continue;
       double want = rs.line;
@@ -928,7 +950,9 @@ void FluidNetwork::compute_rates(double now) {
       rs.demand = want;
     }
     parts_[part].moving = parts_[part].moving || moving;
+    parts_[part].rdma = parts_[part].rdma || rdma;
     parts_[part].wake = std::min(parts_[part].wake, wake);
+    parts_[part].min_rtt = std::min(parts_[part].min_rtt, min_rtt);
   });
   const size_t ports = sender_links_.size();
   in_parts(hops_.size(), [&](size_t part, size_t parts) {
@@ -988,9 +1012,25 @@ void FluidNetwork::compute_rates(double now) {
       }
     }
   });
+  // The step: network.step while anything but TCP is in motion (PFC's reaction, DCQCN's
+  // feedback); with TCP alone, whose windows move once per round trip, up to tcp.step and half
+  // the least base round trip of the connections that send, in whole steps.
+  double step = config_.step;
+  if (tcp_) {
+    bool rdma = lossless_held;
+    double min_rtt = 1e300;
+    for (const Part& p : parts_) {
+      rdma = rdma || p.rdma;
+      min_rtt = std::min(min_rtt, p.min_rtt);
+    }
+    for (const uint32_t r : draining_)
+      rdma = rdma || (!routes_[r].tcp && draining(routes_[r]));
+    const double k = std::floor(std::min(config_.tcp.step, min_rtt / 2) / config_.step + 1e-9);
+    if (!rdma && k > 1) step = k * config_.step;
+  }
   // Queues in the order links feed each other, level by level: each serves what it holds and
   // what arrives.
-  const double grid = (std::floor(now / config_.step + 1e-9) + 1) * config_.step;
+  const double grid = (std::floor(now / step + 1e-9) + 1) * step;
   const double dt = grid - now;  // what the rates are planned for
   auto serve_part = [&](size_t v, size_t part, size_t parts) {
     const auto [lo, hi] = link_part(levels_[v], levels_[v + 1], part, parts);
@@ -1699,6 +1739,14 @@ constexpr Param kTcpParams[] = {
      .fallback = "true",
      .help = "a connection idle for longer than its time-out restarts from its initial window "
              "(RFC 2861; Linux's net.ipv4.tcp_slow_start_after_idle)"},
+    {.key = "step",
+     .type = ParamType::Time,
+     .fallback = "4us",
+     .help = "the most the integration step grows to while TCP alone is in motion (no other "
+             "route sending or draining, no lossless queue, no pause): at most half the least "
+             "base round trip of the sending connections, in whole network.step; "
+             "network.step or less: always network.step (docs/models/fluid.md)",
+     .check = Check::Positive},
 };
 const ParamTable kTcpTable{"network.tcp (model: fluid)",
                            "TCP senders: the connections of workloads with `transport: tcp`, "
@@ -1849,6 +1897,7 @@ FluidConfig read_fluid(const ParamReader& r) {
   c.tcp.host_rate = t.bandwidth("host_rate").bytes_per_second();
   c.tcp.host_latency = t.time("host_latency").in_seconds();
   c.tcp.restart_after_idle = t.boolean("restart_after_idle");
+  c.tcp.step = t.time("step").in_seconds();
   return c;
 }
 

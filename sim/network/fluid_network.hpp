@@ -82,6 +82,7 @@ struct TcpConfig {
   double host_rate = 0;         // bytes/s one connection's host stack moves; 0: no bound
   double host_latency = 0;      // s both hosts' stacks add to a round trip
   bool restart_after_idle = true;  // RFC 2861: the window restarts after an idle RTO
+  double step = 4e-6;              // s: the most the step grows to while TCP alone is in motion
 };
 
 struct FluidConfig {
@@ -341,7 +342,9 @@ class FluidNetwork final : public NetworkModel {
   // What each part of a parallel pass reduces (one cache line each).
   struct alignas(64) Part {
     bool moving = false;
+    bool rdma = false;  // a route other than TCP's sends
     double wake = 1e300;
+    double min_rtt = 1e300;  // the least base round trip of the TCP routes that send
     std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
     std::vector<uint32_t> found;  // what a pass leaves to its one-thread tail, in order
     std::vector<Due> due;         // predictions made, in slot order

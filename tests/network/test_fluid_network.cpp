@@ -553,6 +553,43 @@ link_latency: 2us
   EXPECT_NEAR(ends.begin()->second.in_seconds(), expected, 0.05 * slow_start);
 }
 
+TEST(FluidNetwork, TcpAloneStepsByItsRoundTripAndRdmaKeepsTheFineStep) {
+  // The slow-start flow above (RTT 24 us): alone, TCP is integrated in steps of
+  // min(tcp.step = 4 us, RTT / 2 = 12 us) = 4 us, with its slow start solved over each step,
+  // so it ends where the closed form says, as with 1 us steps (tcp.step = 1 us), in about a
+  // quarter of the computations. With an RDMA flow sending beside it (on its own path), the
+  // step stays at network.step: as many computations as with tcp.step = 1 us.
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 2
+nodes_per_rack: 2
+node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps, pcie_latency: 2us}
+leaf: {uplinks: 1, buffer: 4MB}
+spine: {count: 1, buffer: 4MB}
+nic_link_latency: 2us
+link_latency: 2us
+)");
+  const std::vector<fabric::LinkId> path = walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2);
+  const std::vector<fabric::LinkId> other = walk(f, 3, {"leaf1", "spine0", "leaf0"}, 1);
+  const double s = 64.0 * (1 << 20), rtt = round_trip(f, path), w0 = 10 * 8948.0;
+  const double expected = s / kRate + rtt * (std::log(kRate * rtt / w0) - 1) + w0 / kRate;
+  const auto steps = [&](double tcp_step, bool rdma) {
+    FluidConfig c;
+    c.tcp.step = tcp_step;
+    FluidNetwork net(f, c);
+    start_tcp(net, path, s, 0);
+    if (rdma) start(net, other, s, 1);
+    const auto ends = run(net);
+    EXPECT_NEAR(ends.begin()->second.in_seconds(), expected, 0.05 * (expected - s / kRate))
+        << "tcp.step " << tcp_step << (rdma ? " with RDMA" : "");
+    return net.steps();
+  };
+  const uint64_t coarse = steps(4e-6, false), fine = steps(1e-6, false);
+  EXPECT_GT(fine, 3 * coarse);
+  EXPECT_LT(fine, 5 * coarse);
+  EXPECT_EQ(steps(4e-6, true), steps(1e-6, true));
+}
+
 TEST(FluidNetwork, TcpFlowsKeepABottleneckBusyThroughTheirLosses) {
   // 4 NewReno flows into one receiver on one leaf with a 4 MB shared buffer: the receiver's
   // egress queue drops past alpha (B - Q), i.e. at B / 2 = 2 MB alone (alpha = 1). The windows
