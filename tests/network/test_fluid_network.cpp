@@ -521,14 +521,9 @@ TEST(FluidNetwork, StrictEcnThresholdsAtTheSpineSlowAnAllReduce) {
 namespace rocesim::network {
 namespace {
 
-TEST(FluidNetwork, ATcpFlowAloneLosesOnlyItsSlowStart) {
-  // One TCP flow, nothing else: in the fluid model of slow start the window grows by what is
-  // acknowledged, dW/dt = x = W / RTT, so W = W0 e^(t / RTT) until W / RTT reaches the line rate
-  // C at t* = RTT ln(C RTT / W0), having sent C RTT - W0 bytes. The rest goes at C:
-  //   T = t* + (S - C RTT + W0) / C = S / C + RTT (ln(C RTT / W0) - 1) + W0 / C.
-  // 2 us on each of the six links makes RTT = 24 us: C RTT = 1.18 MB, W0 = 10 segments of
-  // 8948 B. The 1 us steps of the explicit integration are 1/24 of the time constant.
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
+// Two racks of two one-GPU servers, 2 us on every link: a route across the spine has a base
+// round trip of 24 us.
+constexpr const char* kSlowStartFabric = R"(
 type: clos
 racks: 2
 nodes_per_rack: 2
@@ -537,7 +532,16 @@ leaf: {uplinks: 1, buffer: 4MB}
 spine: {count: 1, buffer: 4MB}
 nic_link_latency: 2us
 link_latency: 2us
-)");
+)";
+
+TEST(FluidNetwork, ATcpFlowAloneLosesOnlyItsSlowStart) {
+  // One TCP flow, nothing else: in the fluid model of slow start the window grows by what is
+  // acknowledged, dW/dt = x = W / RTT, so W = W0 e^(t / RTT) until W / RTT reaches the line rate
+  // C at t* = RTT ln(C RTT / W0), having sent C RTT - W0 bytes. The rest goes at C:
+  //   T = t* + (S - C RTT + W0) / C = S / C + RTT (ln(C RTT / W0) - 1) + W0 / C.
+  // 2 us on each of the six links makes RTT = 24 us: C RTT = 1.18 MB, W0 = 10 segments of
+  // 8948 B. The 1 us steps of the explicit integration are 1/24 of the time constant.
+  const fabric::Fabric f = test::fabric_from_yaml(kSlowStartFabric);
   FluidNetwork net(f, FluidConfig{});
   const std::vector<fabric::LinkId> path = walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2);
   const double s = 64.0 * (1 << 20);
@@ -559,16 +563,7 @@ TEST(FluidNetwork, TcpAloneStepsByItsRoundTripAndRdmaKeepsTheFineStep) {
   // so it ends where the closed form says, as with 1 us steps (tcp.step = 1 us), in about a
   // quarter of the computations. With an RDMA flow sending beside it (on its own path), the
   // step stays at network.step: as many computations as with tcp.step = 1 us.
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
-type: clos
-racks: 2
-nodes_per_rack: 2
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps, pcie_latency: 2us}
-leaf: {uplinks: 1, buffer: 4MB}
-spine: {count: 1, buffer: 4MB}
-nic_link_latency: 2us
-link_latency: 2us
-)");
+  const fabric::Fabric f = test::fabric_from_yaml(kSlowStartFabric);
   const std::vector<fabric::LinkId> path = walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2);
   const std::vector<fabric::LinkId> other = walk(f, 3, {"leaf1", "spine0", "leaf0"}, 1);
   const double s = 64.0 * (1 << 20), rtt = round_trip(f, path), w0 = 10 * 8948.0;
