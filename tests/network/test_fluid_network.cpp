@@ -540,7 +540,8 @@ TEST(FluidNetwork, ATcpFlowAloneLosesOnlyItsSlowStart) {
   // C at t* = RTT ln(C RTT / W0), having sent C RTT - W0 bytes. The rest goes at C:
   //   T = t* + (S - C RTT + W0) / C = S / C + RTT (ln(C RTT / W0) - 1) + W0 / C.
   // 2 us on each of the six links makes RTT = 24 us: C RTT = 1.18 MB, W0 = 10 segments of
-  // 8948 B. The 1 us steps of the explicit integration are 1/24 of the time constant.
+  // 8948 B. TCP alone is integrated in steps of min(tcp.step, RTT / 2) = 4 us, its slow start
+  // solved over each step.
   const fabric::Fabric f = test::fabric_from_yaml(kSlowStartFabric);
   FluidNetwork net(f, FluidConfig{});
   const std::vector<fabric::LinkId> path = walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2);
