@@ -581,8 +581,7 @@ void FluidNetwork::update_tcp(QpState& q, double now, double dt) const {
     // Slow start, a segment per segment acknowledged: dW/dt = x. While the window is what
     // bounds the rate (x = W / RTT) W grows as e^(t / RTT) until W / RTT reaches the rate the
     // path gives; from there (or if the rate was bounded already) it grows by x dt. Solved over
-    // the interval, so that a step of a sixth of a round trip grows it as much as six of a
-    // thirty-sixth.
+    // the interval, so the window grows as in continuous time whatever the step.
     const double rtt = std::max(q.rtt, 1e-12);
     double grown = q.cwnd + acked;
     if (q.x * rtt >= 0.999 * q.cwnd) {
