@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -1018,18 +1019,17 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
 
 const P2pSchedule& OpRunner::p2p_schedule() {
   if (p2p_schedule_) return *p2p_schedule_;
+  const auto pow2_up = [](int v) {
+    return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(v, 1))));
+  };
   // NCCL's p2p channels: the communicator's, rounded up to a power of two (at most MAXCHANNELS).
-  int channels = 1;
-  while (channels < std::min(comm_channels(), kMaxChannels))
-    channels *= 2;
+  const int channels = pow2_up(std::min(comm_channels(), kMaxChannels));
   p2p_schedule_ =
       std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), channels);
   // p2pnChannelsPerPeer: the least of the peers' channel counts, NCCL_NCHANNELS_PER_NET_PEER
   // for a peer across the network (a peer over NVLink has two per NVLink, more), within the
   // communicator's channels, rounded up to a power of two (init.cc ncclTopoComputeP2pChannels).
-  p2p_per_peer_ = 1;
-  while (p2p_per_peer_ < std::min({comm_channels(), kMaxChannels, config_.channels_per_net_peer}))
-    p2p_per_peer_ *= 2;
+  p2p_per_peer_ = std::min(channels, pow2_up(config_.channels_per_net_peer));
   return *p2p_schedule_;
 }
 
