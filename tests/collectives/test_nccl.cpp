@@ -409,23 +409,79 @@ TEST(NcclP2pSchedule, PartsFollowNcclsSplitOfAnOperation) {
   EXPECT_EQ(p2p_parts(1 << 30, 1, 16, 1, step), 1);
 }
 
+TEST(NcclP2pSchedule, ChannelsPerPeerFollowTheRelease) {
+  // p2pnChannelsPerPeer across nodes: pow2 up of min(channels, a network peer's channels).
+  // NCCL 2.22 to 2.28 with NCCL_NCHANNELS_PER_NET_PEER unset (paths.cc ncclTopoGetNchannels):
+  // 2, halved while 2 x ranks > 4 x channels, then at least the GPU's NICs.
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 32, 1), 2);  // 32 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 64, 32, 1), 2);  // 128 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 65, 32, 1), 1);  // 130 > 128
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 32, 16, 1), 2);  // 64 <= 64
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 4096, 16, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 4096, 16, 2), 2);  // two NICs a GPU
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 2, 4), 2);     // the channels bind
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 3, 3), 4);     // 3 rounded up
+  // Earlier releases and RCCL's model: 2 at any scale, within the channels.
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 4096, 32, 1), 2);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 4096, 1, 1), 1);
+  // NCCL_NCHANNELS_PER_NET_PEER set: taken whatever the scale, within the channels.
+  EXPECT_EQ(p2p_channels_per_peer(3, true, 4096, 32, 1), 4);
+  EXPECT_EQ(p2p_channels_per_peer(8, true, 16, 4, 1), 4);
+  EXPECT_EQ(p2p_channels_per_peer(1, false, 16, 32, 4), 1);
+}
+
+TEST(NcclBehaviour, AllToAllAtScaleKeepsOneConnectionAPair) {
+  // 8 servers x 8 GPUs (64 ranks, 16 channels, one NIC a GPU): NCCL 2.22 to 2.28 give a network
+  // peer 1 channel (2 x 64 > 4 x 16), so each of the 64 x 63 ordered pairs of a 1 GiB AlltoAll
+  // (16 MiB each, over the network or NVLink) is one part, one flow; NCCL 2.20.3's tables (2
+  // whatever the scale) and NCCL_NCHANNELS_PER_NET_PEER=2 split each into 2 (p2p_parts: the
+  // fewest 1, doubled as 16 MiB > 128 KiB). Less concurrency, the same bytes: the NICs stay
+  // the bound, so the times agree within the waves' latencies.
+  const std::string topo = rail_topology(8, 8);
+  const std::string w = "collective: alltoall, bytes: 1GiB";
+  const Figures one = run_one(topo, kNoNcclLatency, w);
+  const Figures old =
+      run_one(topo,
+              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
+              "tuning_tables: \"2.20.3\"}\n",
+              w);
+  const Figures set =
+      run_one(topo,
+              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
+              "NCCL_NCHANNELS_PER_NET_PEER: 2}\n",
+              w);
+  EXPECT_EQ(one.flows, 64u * 63);
+  EXPECT_EQ(old.flows, 2u * 64 * 63);
+  EXPECT_EQ(set.flows, 2u * 64 * 63);
+  EXPECT_NEAR(one.seconds, set.seconds, 0.01 * set.seconds);
+}
+
 TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
   // AlltoAll of S = 256 MiB on 32 servers of one GPU (one NIC each, no NVLink): NCCL's rounds
-  // are the 32 node distances; its p2p channels are the communicator's 2 (two per NIC), and a
-  // pair's two parts of S/64 (p2p_parts: 8 MiB over 128 KiB doubles one part to two, the
-  // 2 NCCL_NCHANNELS_PER_NET_PEER) go to channels (r + p) mod 2 of its round r (bits of a 1-bit
-  // base reversed: itself). Channel 0 thus holds the rank's copy to
-  // itself and 31 parts, channel 1 31 parts: batches of 8 operations, 8 + 8 + 8 + 8 and
-  // 8 + 8 + 8 + 7, run one after the other. Every rank's batches hold the same rounds, so in
-  // each wave a NIC sends and receives the parts of both channels' batches (15, 16, 16, 15),
-  // shared equally, all ending together: 62 parts of S/64 at B, and each of the 4 waves ends
-  // with its last byte's path latency, L_net (PCIe, NIC links, leaf) before the next starts:
+  // are the 32 node distances; its p2p channels are the communicator's 2 (two per NIC).
+  // With NCCL_NCHANNELS_PER_NET_PEER=2 a pair's two parts of S/64 (p2p_parts: 8 MiB over
+  // 128 KiB doubles one part to two) go to channels (r + p) mod 2 of its round r (bits of a
+  // 1-bit base reversed: itself). Channel 0 thus holds the rank's copy to itself and 31 parts,
+  // channel 1 31 parts: batches of 8 operations, 8 + 8 + 8 + 8 and 8 + 8 + 8 + 7, run one after
+  // the other. Every rank's batches hold the same rounds, so in each wave a NIC sends and
+  // receives the parts of both channels' batches (15, 16, 16, 15), shared equally, all ending
+  // together: 62 parts of S/64 at B, and each of the 4 waves ends with its last byte's path
+  // latency, L_net (PCIe, NIC links, leaf) before the next starts:
   //   T = 62 S / (64 B) + 4 L_net,
   // where the parts all at once (a single batch) would take 62 S / (64 B) + L_net.
   const double s = 256 * kMiB;
-  const Figures w =
-      run_one(rail_topology(32, 1), kNoNcclLatency, "collective: alltoall, bytes: 256MiB");
+  const Figures w = run_one(rail_topology(32, 1),
+                            "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: "
+                            "Simple, NCCL_NCHANNELS_PER_NET_PEER: 2}\n",
+                            "collective: alltoall, bytes: 256MiB");
   EXPECT_NEAR(w.seconds, 62 * s / (64 * kB) + 4 * kLnet, 2e-9);
+  // NCCL's own default at this scale (2.22 to 2.28) is one channel a network peer (2 x 32
+  // ranks > 4 x 2 channels): a pair is one part of S/32 on channel r mod 2, channel 0 holding
+  // the copy to itself and 15 parts (batches of 8 and 8), channel 1 16 (8 and 8): two waves of
+  // 15 and 16 parts, T = 31 S / (32 B) + 2 L_net.
+  const Figures d =
+      run_one(rail_topology(32, 1), kNoNcclLatency, "collective: alltoall, bytes: 256MiB");
+  EXPECT_NEAR(d.seconds, 31 * s / (32 * kB) + 2 * kLnet, 2e-9);
 }
 
 TEST(NcclClosedForm, GatherWithOneChannelWaitsForEachBatch) {

@@ -1019,17 +1019,17 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
 
 const P2pSchedule& OpRunner::p2p_schedule() {
   if (p2p_schedule_) return *p2p_schedule_;
-  const auto pow2_up = [](int v) {
-    return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(v, 1))));
-  };
   // NCCL's p2p channels: the communicator's, rounded up to a power of two (at most MAXCHANNELS).
-  const int channels = pow2_up(std::min(comm_channels(), kMaxChannels));
+  const int unrounded = std::clamp(comm_channels(), 1, kMaxChannels);
+  const auto channels = static_cast<int>(std::bit_ceil(static_cast<unsigned>(unrounded)));
   p2p_schedule_ =
       std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), channels);
-  // p2pnChannelsPerPeer: the least of the peers' channel counts, NCCL_NCHANNELS_PER_NET_PEER
-  // for a peer across the network (a peer over NVLink has two per NVLink, more), within the
-  // communicator's channels, rounded up to a power of two (init.cc ncclTopoComputeP2pChannels).
-  p2p_per_peer_ = std::min(channels, pow2_up(config_.channels_per_net_peer));
+  // p2pnChannelsPerPeer: the least of the peers' channel counts, a network peer's as the
+  // release derives them (a peer over NVLink has two per NVLink, more), within the
+  // communicator's channels, rounded up to a power of two.
+  p2p_per_peer_ =
+      p2p_channels_per_peer(config_.channels_per_net_peer, tables_.p2p_net_channels_by_scale,
+                            comm_.nranks(), unrounded, comm_.nics_per_gpu());
   return *p2p_schedule_;
 }
 

@@ -80,11 +80,14 @@ constexpr Param kNcclParams[] = {
      .max = 64},
     {.key = "NCCL_NCHANNELS_PER_NET_PEER",
      .type = ParamType::Integer,
-     .fallback = "2",
      .help = "point-to-point (AlltoAll, Gather, Scatter, Send/Recv) across servers: the most "
              "channels, hence connections and QPs, that a pair's operation is split into, as "
-             "NCCL splits it (fewer for small operations); the data is split evenly",
+             "NCCL splits it (fewer for small operations); the data is split evenly (default: "
+             "as the release derives it: NCCL 2.22 to 2.28 (tuning_tables newest) 2, halved while "
+             "they times the ranks exceed 4 times the p2p channels, at least the GPU's NICs; "
+             "2 in older releases and RCCL)",
      .check = Check::Positive,
+     .optional = true,
      .max = 64},
     {.key = "NCCL_IB_QPS_PER_CONNECTION",
      .type = ParamType::Integer,
@@ -418,11 +421,11 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (c.min_ctas > kMaxChannels) {
     r.fail("NCCL_MIN_CTAS", "at most 32 channels", std::to_string(c.min_ctas));
   }
-  if (take("NCCL_NCHANNELS_PER_NET_PEER")) {
+  if (r.has("NCCL_NCHANNELS_PER_NET_PEER")) {
     c.channels_per_net_peer = r.integer_as<int>("NCCL_NCHANNELS_PER_NET_PEER");
-    if (c.channels_per_net_peer > kMaxChannels) {
+    if (*c.channels_per_net_peer > kMaxChannels) {
       r.fail("NCCL_NCHANNELS_PER_NET_PEER", "at most 32 channels",
-             std::to_string(c.channels_per_net_peer));
+             std::to_string(*c.channels_per_net_peer));
     }
   }
   if (take("NCCL_IB_QPS_PER_CONNECTION")) {

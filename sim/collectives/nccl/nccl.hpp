@@ -133,17 +133,18 @@ struct NcclConfig {
   int max_channels = 0;                 // NCCL_MAX_NCHANNELS (0: automatic)
   int min_ctas = 0;                     // NCCL_MIN_CTAS (a lower bound like NCCL_MIN_NCHANNELS)
   int max_ctas = 0;                     // NCCL_MAX_CTAS
-  int channels_per_net_peer = 2;        // NCCL_NCHANNELS_PER_NET_PEER (point-to-point)
-  uint32_t qps_per_connection = 1;      // NCCL_IB_QPS_PER_CONNECTION
-  bool split_data_on_qps = false;       // NCCL_IB_SPLIT_DATA_ON_QPS
-  Bytes buffsize{4 << 20};              // NCCL_BUFFSIZE (Simple)
-  Bytes ll_buffsize{512 << 10};         // NCCL_LL_BUFFSIZE
-  Bytes ll128_buffsize{4915200};        // NCCL_LL128_BUFFSIZE
-  Bytes p2p_net_chunksize{128 << 10};   // NCCL_P2P_NET_CHUNKSIZE
-  Bytes p2p_nvl_chunksize{512 << 10};   // NCCL_P2P_NVL_CHUNKSIZE
-  bool pxn = true;                      // !NCCL_PXN_DISABLE
-  bool collnet = false;                 // NCCL_COLLNET_ENABLE
-  std::optional<Time> net_overhead;     // NCCL_NET_OVERHEAD; unset: the host CPU's
+  // NCCL_NCHANNELS_PER_NET_PEER (point-to-point); unset: as the release derives it
+  std::optional<int> channels_per_net_peer;
+  uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
+  bool split_data_on_qps = false;      // NCCL_IB_SPLIT_DATA_ON_QPS
+  Bytes buffsize{4 << 20};             // NCCL_BUFFSIZE (Simple)
+  Bytes ll_buffsize{512 << 10};        // NCCL_LL_BUFFSIZE
+  Bytes ll128_buffsize{4915200};       // NCCL_LL128_BUFFSIZE
+  Bytes p2p_net_chunksize{128 << 10};  // NCCL_P2P_NET_CHUNKSIZE
+  Bytes p2p_nvl_chunksize{512 << 10};  // NCCL_P2P_NVL_CHUNKSIZE
+  bool pxn = true;                     // !NCCL_PXN_DISABLE
+  bool collnet = false;                // NCCL_COLLNET_ENABLE
+  std::optional<Time> net_overhead;    // NCCL_NET_OVERHEAD; unset: the host CPU's
   // The model's own parameters.
   bool rccl = false;                     // library: rccl (AMD) instead of nccl
   std::string tuning_tables = "newest";  // pinned tuning.cc constants

@@ -1,6 +1,7 @@
 #include "sim/collectives/nccl/p2p_schedule.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "sim/core/error.hpp"
 
@@ -43,6 +44,20 @@ int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step
     part = div_up(bytes, parts);
   }
   return parts;
+}
+
+int p2p_channels_per_peer(std::optional<int> per_net_peer, bool by_scale, int ranks, int channels,
+                          int nics) {
+  ROCESIM_CHECK(ranks >= 1 && channels >= 1 && nics >= 1, "p2p channels per peer's inputs");
+  int net = 2;
+  if (per_net_peer) {
+    net = *per_net_peer;
+  } else if (by_scale) {
+    while (static_cast<int64_t>(net) * ranks > static_cast<int64_t>(channels) * 4 && net > 1)
+      net /= 2;
+    net = std::max(net, nics);
+  }
+  return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::min(channels, net))));
 }
 
 P2pSchedule::P2pSchedule(const std::vector<int>& node_of, const std::vector<int>& local_of,

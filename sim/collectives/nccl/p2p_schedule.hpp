@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace rocesim::collectives::nccl {
@@ -76,6 +77,18 @@ class P2pSchedule {
 /// (NCCL's p2pChunkSize, NCCL_P2P_NET_CHUNKSIZE across nodes). So a 1 MiB pair of an AlltoAll
 /// on 1,024 ranks takes 2 parts and a 64 KiB one 1, where 16 ranks give each 2 from 128 KiB.
 int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step);
+
+/// p2pnChannelsPerPeer of a communicator of `ranks` across nodes (paths.cc ncclTopoGetNchannels
+/// and ncclTopoComputeP2pChannels; read, not copied): the least of the communicator's
+/// `channels` (p2pnChannels before NCCL rounds it) and a network peer's channels, rounded up to
+/// a power of two. A network peer takes `per_net_peer` (NCCL_NCHANNELS_PER_NET_PEER) where it is
+/// set; else, `by_scale` (NCCL 2.22 to 2.28), 2 halved while they times the ranks exceed 4 times
+/// `channels`, at least `nics` (the GPU's NICs, NCCL's getLocalNetCountByBw); else 2. So beyond
+/// twice as many ranks as channels (64 on 32 channels) a pair of GPUs with one NIC each is one
+/// connection whatever its size.
+/// A peer over NVLink takes 2 per NVLink, which does not bind below 32 on the GPUs rocesim models.
+int p2p_channels_per_peer(std::optional<int> per_net_peer, bool by_scale, int ranks, int channels,
+                          int nics);
 
 /// Triangular numbers modulo the next power of two of n, those below n, in order: the order in
 /// which NCCL visits distances 0 .. n - 1 (every one exactly once).

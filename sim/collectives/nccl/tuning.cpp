@@ -47,7 +47,8 @@ constexpr TuningTables kNewest{
     true,
     true,
     false,
-    false};
+    false,
+    true};
 
 // NCCL 2.20.3 predates PAT.
 constexpr TuningTables kV2203{
@@ -73,6 +74,7 @@ constexpr TuningTables kV2203{
     false,
     false,
     true,
+    false,
     false};
 
 // NCCL 2.8.3 (NVIDIA/nccl@920dbe5b, v2.8.3-1, src/graph/tuning.cc): Tree, Ring and one CollNet
@@ -114,7 +116,8 @@ constexpr TuningTables kV283{"2.8.3",
                              false,
                              false,
                              false,
-                             true};
+                             true,
+                             false};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
 // MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
@@ -155,6 +158,7 @@ constexpr RcclModel kRcclMi300{
      false,
      false,
      true,
+     false,
      false},
     {{{0.06, 0.06, 0.11},
       {0.08, 0.08, 1.00},
