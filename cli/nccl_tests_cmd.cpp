@@ -67,6 +67,8 @@ int nccl_tests(const NcclTestsCommand& c) {
   overrides.flow_records = !c.output.empty() || !c.trace.empty();
   std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   std::vector<std::string> not_modelled;
+  // NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=TUNING): NCCL's log lines of what the model ran.
+  std::string debug_level, debug_subsys = "INIT,BOOTSTRAP,ENV";
   if (!c.env.empty()) {
     // Read like a workload's `nccl:` overrides, so that every key the NCCL model knows is
     // checked; other variables (NCCL_IB_GID_INDEX, UCX_..., as mpirun -x passes anything) are
@@ -79,6 +81,10 @@ int nccl_tests(const NcclTestsCommand& c) {
         throw InputError(SourceLocation{where, 0, 0}, "--env", "KEY=VALUE", "'" + kv + "'");
       }
       const std::string key = kv.substr(0, eq);
+      if (key == "NCCL_DEBUG" || key == "NCCL_DEBUG_SUBSYS") {
+        (key == "NCCL_DEBUG" ? debug_level : debug_subsys) = kv.substr(eq + 1);
+        continue;
+      }
       if (nccl::nccl_table().find(key) == nullptr) {
         not_modelled.push_back(kv);
         continue;
@@ -121,7 +127,22 @@ int nccl_tests(const NcclTestsCommand& c) {
       list += (list.empty() ? "" : " ") + kv;
     banner += "\n# Environment not modelled: " + list;
   }
-  std::cout << nccl::format_nccl_tests(o, s->rows(), names, banner);
+  nccl::NcclDebugLog log;
+  const bool debug = nccl::nccl_debug_info(debug_level);
+  if (debug) {
+    // Rank 0's host, as nccl-tests' device list names it.
+    const std::string& gpu = names.front();
+    log.prefix = fmt::format("{}:0:0 [0] NCCL INFO ", gpu.substr(0, gpu.find('/')));
+    if (nccl::nccl_debug_subsys(debug_subsys, "INIT")) {
+      const nccl::OpRunner::Channels ch = s->runner().channels();
+      log.init.push_back(fmt::format(
+          "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p "
+          "channels per peer",
+          ch.coll, ch.collnet, ch.nvls, ch.p2p, ch.p2p_per_peer));
+    }
+    log.tuning = nccl::nccl_debug_subsys(debug_subsys, "TUNING");
+  }
+  std::cout << nccl::format_nccl_tests(o, s->rows(), names, banner, debug ? &log : nullptr);
   if (!c.output.empty()) {
     metrics::ResultsMeta meta{
         ROCESIM_VERSION,      run->name, c.scenario,

@@ -219,9 +219,9 @@ TEST(NcclTests, RunningOutOfMemoryIsSaidSo) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
 #endif
-  // The 1,024-GPU AlltoAll holds about 1.5 GB; under a 300 MB limit on the address space the
-  // allocation that fails ends the run with a message that says what happened, not a bare
-  // std::bad_alloc, and no table.
+  // The 1,024-GPU AlltoAll peaks at about 300 MiB resident, beside the libraries' address
+  // space; under a 300 MB limit on the address space the allocation that fails ends the run
+  // with a message that says what happened, not a bare std::bad_alloc, and no table.
   const CommandResult r = run_command(
       fmt::format("ulimit -v 300000; {} nccl-tests --scenario {} alltoall_perf -b 1G -e 1G -n 1 "
                   "-w 0",
@@ -251,6 +251,75 @@ TEST(NcclTests, SettingsOnTheCommandLineOverTheScenarios) {
     return 0.0;
   };
   EXPECT_GT(time_of("-x NCCL_ALGO=Ring"), time_of(""));
+}
+
+TEST(NcclTests, NcclDebugInfoLogsTheChannelsAndTheTunersChoices) {
+  // -x NCCL_DEBUG=INFO prints NCCL's init line of the communicator as the model runs it: the
+  // example's 16 servers x 8 GPUs with 8 x 400G NICs have 16 channels (two per NIC), no
+  // CollNet, NVLS's 16 on Hopper, 16 p2p channels (16 is a power of two) and 1 p2p channel per
+  // network peer (NCCL 2.22 to 2.28: 2 x 128 ranks > 4 x 16 channels, halved to 1; one NIC a
+  // GPU). With NCCL_DEBUG_SUBSYS naming TUNING, one line per size before its row: the
+  // algorithm, protocol and channels the row ran and NCCL's own estimate. The table's rows are
+  // those of the run without the log.
+  const std::string scenario = source_path("scenarios/nccl_collectives.yaml");
+  const std::string test = "all_reduce_perf -b 8 -e 64M -f 64 -n 1 -w 0";
+  // The table's rows (NCCL's log lines aside), or the lines that hold `needle`.
+  auto lines = [](const std::string& out, const std::string& needle) {
+    std::vector<std::string> v;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      const bool log = line.find("NCCL INFO") != std::string::npos;
+      if (needle.empty() ? !line.empty() && line[0] != '#' && !log
+                         : line.find(needle) != std::string::npos) {
+        v.push_back(line);
+      }
+    }
+    return v;
+  };
+  const CommandResult plain =
+      run_cli(fmt::format("nccl-tests --scenario {} --no-output {}", scenario, test));
+  const CommandResult info = run_cli(
+      fmt::format("nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO {}", scenario, test));
+  const CommandResult tuning =
+      run_cli(fmt::format("nccl-tests --scenario {} --no-output -x NCCL_DEBUG=info "
+                          "-x NCCL_DEBUG_SUBSYS=INIT,TUNING {}",
+                          scenario, test));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  ASSERT_EQ(tuning.exit_code, 0) << tuning.err;
+  const std::string init =
+      "node0:0:0 [0] NCCL INFO 16 coll channels, 0 collnet channels, 16 nvls channels, 16 p2p "
+      "channels, 1 p2p channels per peer";
+  EXPECT_EQ(lines(info.out, "NCCL INFO"), std::vector<std::string>{init});
+  EXPECT_EQ(lines(plain.out, "NCCL INFO").size(), 0u);
+  EXPECT_THAT(info.out, Not(HasSubstr("NCCL_DEBUG")));  // read, so not listed as not modelled
+  const std::vector<std::string> sizes = lines(tuning.out, "NCCL INFO AllReduce: ");
+  ASSERT_EQ(sizes.size(), 4u);  // 8 B, 512 B, 32 KiB, 2 MiB
+  EXPECT_THAT(sizes[0], HasSubstr("AllReduce: 8 Bytes -> Algo "));
+  EXPECT_THAT(sizes[2], testing::MatchesRegex(".*AllReduce: 32768 Bytes -> Algo [A-Z_]+ proto "
+                                              "(LL|LL128|SIMPLE) channels [0-9]+ time [0-9.]+"));
+  // Each before its row, and the rows those of the run without the log.
+  std::vector<std::string> order;
+  for (const std::string& line : lines(tuning.out, " ")) {
+    if (line[0] != '#') order.push_back(line);
+  }
+  ASSERT_EQ(order.size(), 9u);  // the init line, then each size's line and its row
+  EXPECT_EQ(order[0], init);
+  for (size_t i = 1; i < order.size(); i += 2) {
+    EXPECT_THAT(order[i], HasSubstr("NCCL INFO AllReduce"));
+    EXPECT_THAT(order[i + 1], Not(HasSubstr("NCCL INFO")));
+  }
+  const std::vector<std::string> table = lines(plain.out, "");
+  ASSERT_EQ(table.size(), 4u);
+  EXPECT_EQ(lines(info.out, ""), table);
+  EXPECT_EQ(lines(tuning.out, ""), table);
+  // ^INIT: every subsystem but INIT, so the sizes and no init line.
+  const CommandResult no_init = run_cli(fmt::format(
+      "nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=^INIT {}",
+      scenario, test));
+  ASSERT_EQ(no_init.exit_code, 0) << no_init.err;
+  EXPECT_EQ(lines(no_init.out, "coll channels").size(), 0u);
+  EXPECT_EQ(lines(no_init.out, "NCCL INFO AllReduce").size(), 4u);
 }
 
 TEST(NcclTests, BadArgumentsExitTwoAndWriteNothing) {

@@ -215,6 +215,46 @@ TEST(NcclTestsTable, ReadsBackWithTheLogReader) {
   }
   ASSERT_TRUE(t.avg_busbw.has_value());
   EXPECT_NEAR(*t.avg_busbw, average_busbw(s.workload->rows()), 1e-4 * *t.avg_busbw);
+  // With NCCL_DEBUG=INFO's lines among the rows, as real logs have them, the same rows.
+  NcclDebugLog debug{"node0:0:0 [0] NCCL INFO ", {"16 coll channels"}, true};
+  const std::string logged =
+      format_nccl_tests(s.workload->options(), s.workload->rows(), names, "rocesim test", &debug);
+  EXPECT_NE(logged, text);
+  const validation::NcclTestsLog again = validation::read_nccl_tests_log(logged, "debug.log");
+  ASSERT_EQ(again.tables.size(), 1u);
+  ASSERT_EQ(again.tables[0].rows.size(), t.rows.size());
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    EXPECT_EQ(again.tables[0].rows[i].time_us_out, t.rows[i].time_us_out);
+}
+
+TEST(NcclTestsTable, NcclDebugReadsItsLevelAndSubsystemsAsNcclDoes) {
+  EXPECT_TRUE(nccl_debug_info("INFO"));
+  EXPECT_TRUE(nccl_debug_info("info"));
+  EXPECT_TRUE(nccl_debug_info("TRACE"));
+  EXPECT_FALSE(nccl_debug_info("WARN"));
+  EXPECT_FALSE(nccl_debug_info("VERSION"));
+  EXPECT_FALSE(nccl_debug_info(""));
+  EXPECT_TRUE(nccl_debug_subsys("INIT,BOOTSTRAP,ENV", "INIT"));  // NCCL's default
+  EXPECT_FALSE(nccl_debug_subsys("INIT,BOOTSTRAP,ENV", "TUNING"));
+  EXPECT_TRUE(nccl_debug_subsys("init,tuning", "TUNING"));
+  EXPECT_TRUE(nccl_debug_subsys("ALL", "TUNING"));
+  EXPECT_FALSE(nccl_debug_subsys("^TUNING", "TUNING"));
+  EXPECT_TRUE(nccl_debug_subsys("^TUNING", "INIT"));
+  EXPECT_FALSE(nccl_debug_subsys("^ALL", "INIT"));
+  EXPECT_FALSE(nccl_debug_subsys("", "INIT"));
+}
+
+TEST(NcclTestsTable, PointToPointTablesLogNoTunersChoice) {
+  // NCCL has no algorithm to choose for an AlltoAll: the tuning lines are for collectives.
+  const Sweep s = sweep({"alltoall_perf", "-b", "1M", "-e", "4M", "-f", "2", "-n", "1", "-w", "0"});
+  std::vector<std::string> names;
+  for (fabric::NodeId g : s.run->job_ranks)
+    names.push_back(s.run->fabric.node(g).name);
+  NcclDebugLog debug{"node0:0:0 [0] NCCL INFO ", {"init"}, true};
+  const std::string text =
+      format_nccl_tests(s.workload->options(), s.workload->rows(), names, "rocesim test", &debug);
+  EXPECT_NE(text.find("NCCL INFO init\n"), std::string::npos);
+  EXPECT_EQ(text.find("Bytes -> Algo"), std::string::npos);
 }
 
 }  // namespace

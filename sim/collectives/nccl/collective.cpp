@@ -1017,19 +1017,30 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   batch_p2p(sides, rounds, part_of, self);
 }
 
-const P2pSchedule& OpRunner::p2p_schedule() {
-  if (p2p_schedule_) return *p2p_schedule_;
+OpRunner::Channels OpRunner::channels() const {
+  Channels c;
+  c.coll = comm_channels();
+  const bool across = comm_.nnodes() > 1;
+  c.collnet = config_.collnet && across ? c.coll : 0;
+  c.nvls = tuning_input(Collective::AllReduce, c.coll).nvls ? nvls_channels() : 0;
   // NCCL's p2p channels: the communicator's, rounded up to a power of two (at most MAXCHANNELS).
-  const int unrounded = std::clamp(comm_channels(), 1, kMaxChannels);
-  const auto channels = static_cast<int>(std::bit_ceil(static_cast<unsigned>(unrounded)));
-  p2p_schedule_ =
-      std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), channels);
+  const int unrounded = std::clamp(c.coll, 1, kMaxChannels);
+  c.p2p = static_cast<int>(std::bit_ceil(static_cast<unsigned>(unrounded)));
   // p2pnChannelsPerPeer: the least of the peers' channel counts, a network peer's as the
   // release derives them (a peer over NVLink has two per NVLink, more), within the
   // communicator's channels, rounded up to a power of two.
-  p2p_per_peer_ =
-      p2p_channels_per_peer(config_.channels_per_net_peer, tables_.p2p_net_channels_by_scale,
-                            comm_.nranks(), unrounded, comm_.nics_per_gpu());
+  c.p2p_per_peer = across ? p2p_channels_per_peer(config_.channels_per_net_peer,
+                                                  tables_.p2p_net_channels_by_scale, comm_.nranks(),
+                                                  unrounded, comm_.nics_per_gpu())
+                          : 1;
+  return c;
+}
+
+const P2pSchedule& OpRunner::p2p_schedule() {
+  if (p2p_schedule_) return *p2p_schedule_;
+  const Channels c = channels();
+  p2p_schedule_ = std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), c.p2p);
+  p2p_per_peer_ = c.p2p_per_peer;
   return *p2p_schedule_;
 }
 

@@ -162,6 +162,15 @@ class OpRunner {
   int pcie_graph_channels() const;
   /// Channels of an NVLS or NVLSTree operation (NCCL's nvlsChannels; no per-size reduction).
   int nvls_channels() const;
+  /// The communicator's channels as NCCL's init reports them with NCCL_DEBUG=INFO ("N coll
+  /// channels, N collnet channels, N nvls channels, N p2p channels, N p2p channels per peer"),
+  /// as the model runs them: CollNet's where it is enabled across nodes, NVLS's where the
+  /// servers have it, and the most parts of a point-to-point pair (1 on one server, where
+  /// rocesim does not split a pair).
+  struct Channels {
+    int coll = 0, collnet = 0, nvls = 0, p2p = 0, p2p_per_peer = 0;
+  };
+  Channels channels() const;
 
  private:
   struct Channel {

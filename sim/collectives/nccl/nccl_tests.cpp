@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <memory>
@@ -424,9 +426,75 @@ std::string_view nccl_tests_column_header() {
          "(us)  (GB/s)  (GB/s)       \n";
 }
 
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// NCCL's names in its logs (ncclFuncToString, ncclAlgoToString, ncclProtoToString).
+std::string_view nccl_func_name(Collective c) {
+  switch (c) {
+    case Collective::AllReduce:
+      return "AllReduce";
+    case Collective::AllGather:
+      return "AllGather";
+    case Collective::ReduceScatter:
+      return "ReduceScatter";
+    case Collective::Broadcast:
+      return "Broadcast";
+    case Collective::Reduce:
+      return "Reduce";
+    default:
+      return "SendRecv";
+  }
+}
+
+std::string nccl_algo_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::CollNetDirect:
+      return "COLLNET_DIRECT";
+    case Algorithm::CollNetChain:
+      return "COLLNET_CHAIN";
+    case Algorithm::NvlsTree:
+      return "NVLS_TREE";
+    default: {
+      std::string n(algorithm_name(a));
+      for (char& ch : n)
+        ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      return n;
+    }
+  }
+}
+
+}  // namespace
+
+bool nccl_debug_info(std::string_view level) {
+  return iequals(level, "INFO") || iequals(level, "TRACE");
+}
+
+bool nccl_debug_subsys(std::string_view list, std::string_view name) {
+  bool invert = false;
+  if (!list.empty() && list.front() == '^') {
+    invert = true;
+    list.remove_prefix(1);
+  }
+  bool named = false;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    named = named || iequals(item, name) || iequals(item, "ALL");
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  return named != invert;
+}
+
 std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclTestsRow>& rows,
-                              const std::vector<std::string>& gpu_names,
-                              const std::string& banner) {
+                              const std::vector<std::string>& gpu_names, const std::string& banner,
+                              const NcclDebugLog* log) {
   std::string out = fmt::format("# Collective test starting: {}\n", o.test);
   const std::string step = o.step_factor > 1 ? fmt::format("{}(factor)", o.step_factor)
                                              : fmt::format("{}(bytes)", o.step_bytes);
@@ -451,9 +519,23 @@ std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclT
     out += fmt::format("#  Rank {:2d} Group  0 Pid {:6d} on {:>10s} device {:2d} [{}] simulated\n",
                        r, 0, host, 0, dev);
   }
+  if (log != nullptr) {
+    for (const std::string& line : log->init)
+      out += log->prefix + line + "\n";
+  }
   out += "#\n";
   out += nccl_tests_column_header();
+  const bool tuning = log != nullptr && log->tuning && !is_p2p(o.collective);
   for (const NcclTestsRow& r : rows) {
+    // NCCL logs its tuner's choice and its own estimate as it launches the size.
+    if (tuning) {
+      out +=
+          fmt::format("{}{}: {} Bytes -> Algo {} proto {} channels {} time {:.6f}\n", log->prefix,
+                      nccl_func_name(o.collective), r.size.size_bytes, nccl_algo_name(r.algorithm),
+                      r.protocol == Protocol::Simple ? std::string("SIMPLE")
+                                                     : std::string(protocol_name(r.protocol)),
+                      r.channels, r.nccl_model_us);
+    }
     out += fmt::format("{:12d}  {:12d}  {:>8s}  {:>6s}  {:6d}", r.size.size_bytes, r.size.count,
                        r.datatype, r.op, r.root);
     for (int k = 0; k < 2; ++k) {

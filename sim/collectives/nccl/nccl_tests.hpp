@@ -104,6 +104,7 @@ class NcclTestsWorkload final : public engine::Workload {
   const std::vector<NcclTestsRow>& rows() const { return rows_; }
   const NcclTestsOptions& options() const { return options_; }
   const Communicator& communicator() const { return runner_.communicator(); }
+  const OpRunner& runner() const { return runner_; }
 
  private:
   void next(engine::Simulation& sim, engine::WorkloadId id);
@@ -129,10 +130,25 @@ std::optional<int64_t> parse_nccl_tests_size(std::string_view text);
 /// The three-line column header of an nccl-tests table, exactly as nccl-tests prints it.
 std::string_view nccl_tests_column_header();
 
+/// What NCCL_DEBUG=INFO adds to nccl-tests' output, as NCCL logs it (each line "host:pid:tid
+/// [dev] NCCL INFO ..."): the communicator's channels at its init (subsystem INIT), after the
+/// device list, and each size's choice before its row (subsystem TUNING).
+struct NcclDebugLog {
+  std::string prefix;             // e.g. "node0:0:0 [0] NCCL INFO "
+  std::vector<std::string> init;  // without the prefix
+  bool tuning = false;
+};
+/// NCCL_DEBUG as NCCL reads it: INFO or TRACE log (case-insensitive).
+bool nccl_debug_info(std::string_view level);
+/// Whether NCCL_DEBUG_SUBSYS's comma-separated `list` logs subsystem `name` (or ALL); a leading
+/// '^' logs every subsystem but those listed. NCCL's default list is INIT,BOOTSTRAP,ENV.
+bool nccl_debug_subsys(std::string_view list, std::string_view name);
+
 /// The table nccl-tests prints, from the header to the "# Avg bus bandwidth" line. `gpu_names`
-/// are the ranks' GPUs in rank order.
+/// are the ranks' GPUs in rank order; `log`, NCCL's INFO lines among them.
 std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclTestsRow>& rows,
-                              const std::vector<std::string>& gpu_names, const std::string& banner);
+                              const std::vector<std::string>& gpu_names, const std::string& banner,
+                              const NcclDebugLog* log = nullptr);
 
 /// nccl-tests' average bus bandwidth: the mean busbw over every row, out of place and in place.
 double average_busbw(const std::vector<NcclTestsRow>& rows);
