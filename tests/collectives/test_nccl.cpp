@@ -410,9 +410,9 @@ TEST(NcclP2pSchedule, PartsFollowNcclsSplitOfAnOperation) {
 }
 
 TEST(NcclP2pSchedule, ChannelsPerPeerFollowTheRelease) {
-  // p2pnChannelsPerPeer across nodes: pow2 up of min(channels, a network peer's channels).
-  // NCCL 2.22 to 2.28 with NCCL_NCHANNELS_PER_NET_PEER unset (paths.cc ncclTopoGetNchannels):
-  // 2, halved while 2 x ranks > 4 x channels, then at least the GPU's NICs.
+  // The most parts of a pair's operation across nodes. NCCL 2.22 to 2.28 (paths.cc): pow2 up of
+  // min(channels C, a network peer's channels), these NCCL_NCHANNELS_PER_NET_PEER where set,
+  // else 2 halved while 2 x ranks > 4 C, then at least the GPU's NICs.
   EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 32, 1), 2);  // 32 <= 128
   EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 64, 32, 1), 2);  // 128 <= 128
   EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 65, 32, 1), 1);  // 130 > 128
@@ -421,37 +421,41 @@ TEST(NcclP2pSchedule, ChannelsPerPeerFollowTheRelease) {
   EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 4096, 16, 2), 2);  // two NICs a GPU
   EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 2, 4), 2);     // the channels bind
   EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 3, 3), 4);     // 3 rounded up
-  // Earlier releases and RCCL's model: 2 at any scale, within the channels.
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 4096, 32, 1), 2);
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 4096, 1, 1), 1);
-  // NCCL_NCHANNELS_PER_NET_PEER set: taken whatever the scale, within the channels.
-  EXPECT_EQ(p2p_channels_per_peer(3, true, 4096, 32, 1), 4);
-  EXPECT_EQ(p2p_channels_per_peer(8, true, 16, 4, 1), 4);
+  EXPECT_EQ(p2p_channels_per_peer(3, true, 4096, 32, 1), 4);             // set: as it is
+  EXPECT_EQ(p2p_channels_per_peer(8, true, 16, 4, 1), 4);                // within the channels
+  // Earlier releases and RCCL's model (the enqueue's nChannelsMax): pow2 up of min(C, the
+  // setting or 2), halved while it times the ranks exceeds 4 x pow2 up of C; no NIC bound.
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 16, 32, 1), 2);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 65, 32, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 4096, 16, 2), 1);  // NICs do not count
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 16, 1, 1), 1);
+  // 24 channels: the enqueue compares with 32 (128 <= 128), paths.cc with 24 (128 > 96).
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 64, 24, 1), 2);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 64, 24, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(4, false, 16, 32, 1), 4);  // 64 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(4, false, 64, 32, 1), 2);  // 256 > 128, 128 <= 128
   EXPECT_EQ(p2p_channels_per_peer(1, false, 16, 32, 4), 1);
 }
 
 TEST(NcclBehaviour, AllToAllAtScaleKeepsOneConnectionAPair) {
-  // 8 servers x 8 GPUs (64 ranks, 16 channels, one NIC a GPU): NCCL 2.22 to 2.28 give a network
-  // peer 1 channel (2 x 64 > 4 x 16), so each of the 64 x 63 ordered pairs of a 1 GiB AlltoAll
-  // (16 MiB each, over the network or NVLink) is one part, one flow; NCCL 2.20.3's tables (2
-  // whatever the scale) and NCCL_NCHANNELS_PER_NET_PEER=2 split each into 2 (p2p_parts: the
-  // fewest 1, doubled as 16 MiB > 128 KiB). Less concurrency, the same bytes: the NICs stay
-  // the bound, so the times agree within the waves' latencies.
+  // 8 servers x 8 GPUs (64 ranks, 16 channels, one NIC a GPU): a network peer gets 1 channel
+  // (2 x 64 > 4 x 16), so each of the 64 x 63 ordered pairs of a 1 GiB AlltoAll (16 MiB each,
+  // over the network or NVLink) is one part, one flow, in NCCL 2.22 to 2.28 and, by the
+  // enqueue's halving, in NCCL 2.20.3 too. NCCL_NCHANNELS_PER_NET_PEER=2 is taken as it is from
+  // 2.22 (2 parts: p2p_parts' fewest 1, doubled as 16 MiB > 128 KiB) and halved before. Less
+  // concurrency, the same bytes: the NICs stay the bound, so the times agree within the waves'
+  // latencies.
   const std::string topo = rail_topology(8, 8);
   const std::string w = "collective: alltoall, bytes: 1GiB";
+  const std::string base = "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple";
   const Figures one = run_one(topo, kNoNcclLatency, w);
-  const Figures old =
-      run_one(topo,
-              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
-              "tuning_tables: \"2.20.3\"}\n",
-              w);
-  const Figures set =
-      run_one(topo,
-              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
-              "NCCL_NCHANNELS_PER_NET_PEER: 2}\n",
-              w);
+  const Figures old = run_one(topo, base + ", tuning_tables: \"2.20.3\"}\n", w);
+  const Figures set = run_one(topo, base + ", NCCL_NCHANNELS_PER_NET_PEER: 2}\n", w);
+  const Figures old_set =
+      run_one(topo, base + ", tuning_tables: \"2.20.3\", NCCL_NCHANNELS_PER_NET_PEER: 2}\n", w);
   EXPECT_EQ(one.flows, 64u * 63);
-  EXPECT_EQ(old.flows, 2u * 64 * 63);
+  EXPECT_EQ(old.flows, 64u * 63);
+  EXPECT_EQ(old_set.flows, 64u * 63);
   EXPECT_EQ(set.flows, 2u * 64 * 63);
   EXPECT_NEAR(one.seconds, set.seconds, 0.01 * set.seconds);
 }

@@ -1029,10 +1029,10 @@ OpRunner::Channels OpRunner::channels() const {
   // p2pnChannelsPerPeer: the least of the peers' channel counts, a network peer's as the
   // release derives them (a peer over NVLink has two per NVLink, more), within the
   // communicator's channels, rounded up to a power of two.
-  c.p2p_per_peer = across ? p2p_channels_per_peer(config_.channels_per_net_peer,
-                                                  tables_.p2p_net_channels_by_scale, comm_.nranks(),
-                                                  unrounded, comm_.nics_per_gpu())
-                          : 1;
+  c.p2p_per_peer =
+      across ? p2p_channels_per_peer(config_.channels_per_net_peer, tables_.p2p_channels_in_paths,
+                                     comm_.nranks(), unrounded, comm_.nics_per_gpu())
+             : 1;
   return c;
 }
 

@@ -82,10 +82,10 @@ constexpr Param kNcclParams[] = {
      .type = ParamType::Integer,
      .help = "point-to-point (AlltoAll, Gather, Scatter, Send/Recv) across servers: the most "
              "channels, hence connections and QPs, that a pair's operation is split into, as "
-             "NCCL splits it (fewer for small operations); the data is split evenly (default: "
-             "as the release derives it: NCCL 2.22 to 2.28 (tuning_tables newest) 2, halved while "
-             "they times the ranks exceed 4 times the p2p channels, at least the GPU's NICs; "
-             "2 in older releases and RCCL)",
+             "NCCL splits it (fewer for small operations); the data is split evenly (default: 2, "
+             "halved while they times the ranks exceed 4 times the p2p channels; NCCL 2.22 to "
+             "2.28 (tuning_tables newest) then take at least the GPU's NICs and a set value as "
+             "it is, older releases and RCCL halve a set value too)",
      .check = Check::Positive,
      .optional = true,
      .max = 64},

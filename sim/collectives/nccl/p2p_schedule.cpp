@@ -46,18 +46,23 @@ int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step
   return parts;
 }
 
-int p2p_channels_per_peer(std::optional<int> per_net_peer, bool by_scale, int ranks, int channels,
+int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int ranks, int channels,
                           int nics) {
   ROCESIM_CHECK(ranks >= 1 && channels >= 1 && nics >= 1, "p2p channels per peer's inputs");
-  int net = 2;
-  if (per_net_peer) {
-    net = *per_net_peer;
-  } else if (by_scale) {
-    while (static_cast<int64_t>(net) * ranks > static_cast<int64_t>(channels) * 4 && net > 1)
-      net /= 2;
-    net = std::max(net, nics);
+  const auto pow2_up = [](int v) {
+    return static_cast<int>(std::bit_ceil(static_cast<unsigned>(v)));
+  };
+  // Halved while it times the ranks exceeds 4 times `bound` channels, down to 1.
+  const auto by_scale = [ranks](int c, int bound) {
+    while (static_cast<int64_t>(c) * ranks > static_cast<int64_t>(bound) * 4 && c > 1)
+      c /= 2;
+    return c;
+  };
+  if (in_paths) {
+    const int net = per_net_peer ? *per_net_peer : std::max(by_scale(2, channels), nics);
+    return pow2_up(std::min(channels, net));
   }
-  return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::min(channels, net))));
+  return by_scale(pow2_up(std::min(channels, per_net_peer.value_or(2))), pow2_up(channels));
 }
 
 P2pSchedule::P2pSchedule(const std::vector<int>& node_of, const std::vector<int>& local_of,

@@ -78,16 +78,21 @@ class P2pSchedule {
 /// on 1,024 ranks takes 2 parts and a 64 KiB one 1, where 16 ranks give each 2 from 128 KiB.
 int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step);
 
-/// p2pnChannelsPerPeer of a communicator of `ranks` across nodes (paths.cc ncclTopoGetNchannels
-/// and ncclTopoComputeP2pChannels; read, not copied): the least of the communicator's
-/// `channels` (p2pnChannels before NCCL rounds it) and a network peer's channels, rounded up to
-/// a power of two. A network peer takes `per_net_peer` (NCCL_NCHANNELS_PER_NET_PEER) where it is
-/// set; else, `by_scale` (NCCL 2.22 to 2.28), 2 halved while they times the ranks exceed 4 times
-/// `channels`, at least `nics` (the GPU's NICs, NCCL's getLocalNetCountByBw); else 2. So beyond
+/// The most parts of a point-to-point operation of a communicator of `ranks` across nodes, with
+/// `channels` its channels (p2pnChannels before NCCL rounds it to a power of two); read, not
+/// copied. `in_paths` (NCCL 2.22 to 2.28, paths.cc ncclTopoGetNchannels and
+/// ncclTopoComputeP2pChannels): p2pnChannelsPerPeer, the least of `channels` and a network
+/// peer's channels, rounded up to a power of two; a network peer takes `per_net_peer`
+/// (NCCL_NCHANNELS_PER_NET_PEER) where it is set, else 2 halved while they times the ranks
+/// exceed 4 times `channels`, then at least `nics` (the GPU's NICs, NCCL's
+/// getLocalNetCountByBw). Otherwise (earlier releases, RCCL's model: group.cc / enqueue.cc
+/// nChannelsMax): p2pnChannelsPerPeer from `per_net_peer` (default 2) within `channels`, halved
+/// as the operation is enqueued while it times the ranks exceeds 4 times the rounded channels
+/// ("avoid overloading channels with 8+ operations"), whatever the setting. Either way, beyond
 /// twice as many ranks as channels (64 on 32 channels) a pair of GPUs with one NIC each is one
-/// connection whatever its size.
-/// A peer over NVLink takes 2 per NVLink, which does not bind below 32 on the GPUs rocesim models.
-int p2p_channels_per_peer(std::optional<int> per_net_peer, bool by_scale, int ranks, int channels,
+/// connection whatever its size. A peer over NVLink takes 2 per NVLink, which does not bind
+/// below 32 on the GPUs rocesim models.
+int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int ranks, int channels,
                           int nics);
 
 /// Triangular numbers modulo the next power of two of n, those below n, in order: the order in

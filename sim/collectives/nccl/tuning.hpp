@@ -47,11 +47,12 @@ struct TuningTables {
   // pattern factor; the ring plateau x 1.9 from nRanks / 16 x 64 KiB; its own Tree/LL128
   // corrections.
   bool nccl28;
-  // A network peer's p2p channels with NCCL_NCHANNELS_PER_NET_PEER unset (ncclTopoGetNchannels
-  // in paths.cc): NCCL 2.22 to 2.28 start from 2 and halve them while they times the ranks exceed
-  // 4 times the p2p channels ("avoid overloading channels with 8+ operations"), then take at
-  // least the GPU's NICs; earlier releases (and RCCL's model here) take 2 whatever the scale.
-  bool p2p_net_channels_by_scale;
+  // Where the scale bounds a point-to-point pair's channels (p2p_channels_per_peer): NCCL 2.22
+  // to 2.28 derive a network peer's channels in paths.cc (ncclTopoGetNchannels: unless
+  // NCCL_NCHANNELS_PER_NET_PEER is set, 2 halved at scale, then at least the GPU's NICs);
+  // earlier releases, and RCCL's model here, halve the most parts of an operation at scale as
+  // they enqueue it, whatever the setting.
+  bool p2p_channels_in_paths;
 };
 
 /// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
