@@ -485,13 +485,22 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   const bool one_cpu =
       !servers.empty() && std::all_of(servers.begin(), servers.end(),
                                       [&](const auto& s) { return s.cpu == servers.front().cpu; });
-  if (!run->nccl.net_overhead && one_cpu) {
-    // NCCL's default follows the host CPU (each communicator's, see OpRunner::tuning_input);
-    // where every server has the same, the effective scenario records the value, which
-    // calibration starts from.
-    const Time overhead = collectives::nccl::default_net_overhead(servers.front().cpu);
-    const std::pair<std::string_view, std::string> computed[] = {
-        {"NCCL_NET_OVERHEAD", fmt::format("{}us", overhead.in_us())}};
+  if (one_cpu && (!run->nccl.net_overhead || !run->nccl.buffsize)) {
+    // NCCL's defaults that follow the host CPU (each communicator's, see OpRunner): where every
+    // server has the same, the effective scenario records the values, which calibration starts
+    // from.
+    const fabric::CpuKind cpu = servers.front().cpu;
+    std::vector<std::pair<std::string_view, std::string>> computed;
+    if (!run->nccl.net_overhead) {
+      computed.emplace_back(
+          "NCCL_NET_OVERHEAD",
+          fmt::format("{}us", collectives::nccl::default_net_overhead(cpu).in_us()));
+    }
+    if (!run->nccl.buffsize) {
+      computed.emplace_back(
+          "NCCL_BUFFSIZE",
+          fmt::format("{}MiB", collectives::nccl::default_buffsize(cpu).count() >> 20));
+    }
     sink.record(nccl.effective(computed));
   }
   const Jobs jobs = read_jobs(r, run->fabric, run->seed);

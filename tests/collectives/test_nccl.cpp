@@ -532,7 +532,8 @@ TEST(NcclClosedForm, NvlinkPairsUseTheP2pTransportWindow) {
   // latency L = L_nvl. A pair may have 8 chunks of NCCL_P2P_NVL_CHUNKSIZE unacknowledged per
   // round trip 2 L (NCCL's hop latency off). Default 512 KiB: 4 MiB per 1 us, above NVLink's
   // 450 GB/s, so T = S / 450 GB/s + L. With 4 KiB chunks the window binds at 32 KiB / 2L:
-  // T = S x 2L / 32 KiB + L.
+  // T = S x 2L / 32 KiB + L. NCCL keeps a chunk within an eighth of Simple's buffer
+  // (computeBuffSizes): NCCL_BUFFSIZE = 32 KiB makes the chunks 4 KiB too.
   const double s = 64 * kMiB;
   const Figures fast =
       run_one(rail_topology(1, 2), kNoNcclLatency, "collective: sendrecv, bytes: 64MiB");
@@ -541,6 +542,10 @@ TEST(NcclClosedForm, NvlinkPairsUseTheP2pTransportWindow) {
                                "collective: sendrecv, bytes: 64MiB, "
                                "nccl: {NCCL_P2P_NVL_CHUNKSIZE: 4KiB}");
   EXPECT_NEAR(slow.seconds, s * 2 * kLnvl / (32 * 1024) + kLnvl, 2e-9);
+  const Figures bounded = run_one(rail_topology(1, 2), kNoNcclLatency,
+                                  "collective: sendrecv, bytes: 64MiB, "
+                                  "nccl: {NCCL_BUFFSIZE: 32KiB}");
+  EXPECT_NEAR(bounded.seconds, slow.seconds, 1e-12);
 }
 
 TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
@@ -903,6 +908,27 @@ TEST(NcclClosedForm, AChainSendsItsFirstWindowAtOnceAndLaterOnesPerRoundTrip) {
   const Figures w = run_one(topo, kNoNcclLatency,
                             "collective: broadcast, bytes: 8MiB, nccl: {NCCL_BUFFSIZE: 256KiB}");
   EXPECT_NEAR(w.seconds, 31 * l, 2e-9);
+}
+
+TEST(NcclClosedForm, ArmHostsHaveNcclsSmallerSimpleBuffer) {
+  // NCCL sizes Simple's buffer by the host CPU (init.cc computeBuffSizes): 1 MiB on Arm
+  // (DEFAULT_BUFFSIZE_ARM), 4 MiB otherwise. The Broadcast above on Arm hosts, NCCL_BUFFSIZE
+  // unset: W = 1 MiB, so D / W - 1 = 3 windows wait a round trip 2L each, then the last byte's
+  // hop: (D - W) 2L / W + L = 7 L (each window of 1 MiB leaves in 43 us, within 2L). Setting
+  // NCCL_BUFFSIZE = 1 MiB on x86 hosts gives the same; on x86 by default W = 4 MiB = D, no
+  // window waits, and the two channels share the NIC: S / B + L.
+  const double l = 2 * kP + 2 * 25e-6 + kF;
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_link_latency: 100ns"), 23, "nic_link_latency: 25us");
+  std::string arm = topo;
+  arm.replace(arm.find("pcie_latency: 500ns,"), 20, "pcie_latency: 500ns, cpu: arm,");
+  const std::string w = "collective: broadcast, bytes: 8MiB";
+  const Figures on_arm = run_one(arm, kNoNcclLatency, w);
+  EXPECT_NEAR(on_arm.seconds, 7 * l, 2e-9);
+  const Figures set = run_one(topo, kNoNcclLatency, w + ", nccl: {NCCL_BUFFSIZE: 1MiB}");
+  EXPECT_NEAR(set.seconds, on_arm.seconds, 1e-12);
+  const Figures x86 = run_one(topo, kNoNcclLatency, w);
+  EXPECT_NEAR(x86.seconds, 8 * kMiB / kB + l, 2e-9);
 }
 
 TEST(NcclClosedForm, CreditLatencyLengthensTheAdmissionRoundTrip) {

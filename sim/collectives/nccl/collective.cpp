@@ -116,6 +116,13 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
       config_(config),
       tables_(tuning_tables(config.tuning_tables)) {
   ROCESIM_CHECK(id < kMaxRunners, "a runner id below 2^23");
+  // NCCL's buffers as its init sizes them (computeBuffSizes): Simple's by the host CPU unless
+  // set, and the point-to-point chunks within an eighth of it (NCCL_STEPS of them fill it).
+  if (!config_.buffsize)
+    config_.buffsize = default_buffsize(f_.server_of(comm_.ranks().front()).cpu);
+  const Bytes step_bound(config_.buffsize->count() / kNcclSteps);
+  config_.p2p_net_chunksize = std::min(config_.p2p_net_chunksize, step_bound);
+  config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);
   // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
   // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
   const fabric::NodeId g = comm_.ranks().front();
@@ -1147,11 +1154,11 @@ void OpRunner::plan_pat(engine::Simulation& sim, Collective c, int64_t bytes) {
   const std::vector<fabric::NodeId>& r = comm_.ranks();
   const double block = static_cast<double>(bytes) / n;
   // NCCL's PAT chunk (enqueue.cc): a step, halved while the operation is small.
-  int64_t chunk = config_.buffsize.count() / kNcclSteps;
+  int64_t chunk = config_.buffsize->count() / kNcclSteps;
   const int64_t parts = c == Collective::AllGather ? 32 : 16;
   while (chunk * nch * parts > bytes && chunk > 65536)
     chunk /= 2;
-  const double window = config_.buffsize.as_double();
+  const double window = config_.buffsize->as_double();
   int dims = 0;
   while ((1 << dims) < n)
     ++dims;

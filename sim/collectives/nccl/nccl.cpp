@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/error.hpp"
+
 namespace rocesim::collectives::nccl {
 namespace {
 
@@ -102,9 +104,11 @@ constexpr Param kNcclParams[] = {
      .check = Check::NonNegative},
     {.key = "NCCL_BUFFSIZE",
      .type = ParamType::Bytes,
-     .fallback = "4MiB",
-     .help = "buffer per connection for the Simple protocol (8 steps)",
-     .check = Check::Positive},
+     .help = "buffer per connection for the Simple protocol (8 steps); it also bounds the "
+             "point-to-point chunks to an eighth of it (default: NCCL's for the servers' "
+             "node.cpu, 4MiB, 1MiB on Arm hosts; the effective scenario records the value used)",
+     .check = Check::Positive,
+     .optional = true},
     {.key = "NCCL_LL_BUFFSIZE",
      .type = ParamType::Bytes,
      .fallback = "512KiB",
@@ -371,13 +375,18 @@ Bytes NcclConfig::buffer(Protocol p) const {
     case Protocol::LL128:
       return ll128_buffsize;
     case Protocol::Simple:
-      return buffsize;
+      break;
   }
-  return buffsize;
+  ROCESIM_CHECK(buffsize.has_value(), "NCCL's Simple buffer resolved for the host");
+  return *buffsize;
 }
 
 Time default_net_overhead(fabric::CpuKind cpu) {
   return fabric::is_amd(cpu) ? Time::us(2) : Time::us(1);
+}
+
+Bytes default_buffsize(fabric::CpuKind cpu) {
+  return Bytes(cpu == fabric::CpuKind::Arm ? 1 << 20 : 4 << 20);
 }
 
 const ParamTable& nccl_table() {
@@ -432,7 +441,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     c.qps_per_connection = r.integer_as<uint32_t>("NCCL_IB_QPS_PER_CONNECTION");
   }
   if (take("NCCL_IB_SPLIT_DATA_ON_QPS")) c.split_data_on_qps = flag(r, "NCCL_IB_SPLIT_DATA_ON_QPS");
-  if (take("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
+  if (r.has("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
   if (take("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
   if (take("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");
   if (take("NCCL_P2P_NET_CHUNKSIZE")) c.p2p_net_chunksize = r.bytes("NCCL_P2P_NET_CHUNKSIZE");

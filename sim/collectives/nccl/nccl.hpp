@@ -137,7 +137,7 @@ struct NcclConfig {
   std::optional<int> channels_per_net_peer;
   uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
   bool split_data_on_qps = false;      // NCCL_IB_SPLIT_DATA_ON_QPS
-  Bytes buffsize{4 << 20};             // NCCL_BUFFSIZE (Simple)
+  std::optional<Bytes> buffsize;       // NCCL_BUFFSIZE (Simple); unset: the host CPU's
   Bytes ll_buffsize{512 << 10};        // NCCL_LL_BUFFSIZE
   Bytes ll128_buffsize{4915200};       // NCCL_LL128_BUFFSIZE
   Bytes p2p_net_chunksize{128 << 10};  // NCCL_P2P_NET_CHUNKSIZE
@@ -161,6 +161,9 @@ const ParamTable& nccl_table();
 /// NCCL's host overhead per network step when NCCL_NET_OVERHEAD is unset (getNetOverhead in
 /// tuning.cc, RCCL's alike): 2 us on AMD x86 hosts, 1 us on Intel and others.
 Time default_net_overhead(fabric::CpuKind cpu);
+/// NCCL's Simple buffer when NCCL_BUFFSIZE is unset (init.cc computeBuffSizes): 1 MiB on Arm
+/// hosts (DEFAULT_BUFFSIZE_ARM), 4 MiB on others.
+Bytes default_buffsize(fabric::CpuKind cpu);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
 /// included, or with `only_written` just the keys the section names (a workload's overrides).
 NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);
