@@ -134,11 +134,15 @@ int nccl_tests(const NcclTestsCommand& c) {
     const std::string& gpu = names.front();
     log.prefix = fmt::format("{}:0:0 [0] NCCL INFO ", gpu.substr(0, gpu.find('/')));
     if (nccl::nccl_debug_subsys(debug_subsys, "INIT")) {
+      // As the release prints it: NCCL 2.8's line has no CollNet nor NVLS channels.
       const nccl::OpRunner::Channels ch = s->runner().channels();
-      log.init.push_back(fmt::format(
-          "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p "
-          "channels per peer",
-          ch.coll, ch.collnet, ch.nvls, ch.p2p, ch.p2p_per_peer));
+      log.init.push_back(
+          s->runner().config().tuning_tables == "2.8.3"
+              ? fmt::format("{} coll channels, {} p2p channels, {} p2p channels per peer", ch.coll,
+                            ch.p2p, ch.p2p_per_peer)
+              : fmt::format("{} coll channels, {} collnet channels, {} nvls channels, {} p2p "
+                            "channels, {} p2p channels per peer",
+                            ch.coll, ch.collnet, ch.nvls, ch.p2p, ch.p2p_per_peer));
     }
     log.tuning = nccl::nccl_debug_subsys(debug_subsys, "TUNING");
   }

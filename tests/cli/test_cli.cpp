@@ -322,6 +322,21 @@ TEST(NcclTests, NcclDebugInfoLogsTheChannelsAndTheTunersChoices) {
   EXPECT_EQ(lines(no_init.out, "NCCL INFO AllReduce").size(), 4u);
 }
 
+TEST(NcclTests, NcclDebugInfoMatchesNccl28sLogOnTwoP4dServers) {
+  // NCCL 2.8.3's own log of all_reduce_perf on 2 AWS p4d.24xlarge (16 A100, 4 x 100G EFA a
+  // server; the EFA-on-EKS guide of aws-samples): "8 coll channels, 8 p2p channels, 1 p2p
+  // channels per peer". The development cluster's scenario (NCCL 2.8.3's tables) derives the
+  // same: 4 NICs x 2 channels, 8 rounded up to a power of two, and 2.8's one channel a network
+  // peer.
+  const CommandResult r = run_cli(fmt::format(
+      "nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO all_reduce_perf -b 1M -e 1M -n 1 "
+      "-w 0",
+      source_path("validation/scenarios/aws-p4d-efa.yaml")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("NCCL INFO 8 coll channels, 8 p2p channels, 1 p2p channels per peer\n"));
+}
+
 TEST(NcclTests, BadArgumentsExitTwoAndWriteNothing) {
   const TempDir dir("cli-nccl-tests-bad");
   const std::string scenario = source_path("scenarios/nccl_collectives.yaml");

@@ -413,28 +413,33 @@ TEST(NcclP2pSchedule, ChannelsPerPeerFollowTheRelease) {
   // The most parts of a pair's operation across nodes. NCCL 2.22 to 2.28 (paths.cc): pow2 up of
   // min(channels C, a network peer's channels), these NCCL_NCHANNELS_PER_NET_PEER where set,
   // else 2 halved while 2 x ranks > 4 C, then at least the GPU's NICs.
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 32, 1), 2);  // 32 <= 128
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 64, 32, 1), 2);  // 128 <= 128
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 65, 32, 1), 1);  // 130 > 128
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 32, 16, 1), 2);  // 64 <= 64
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 4096, 16, 1), 1);
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 4096, 16, 2), 2);  // two NICs a GPU
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 2, 4), 2);     // the channels bind
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 16, 3, 3), 4);     // 3 rounded up
-  EXPECT_EQ(p2p_channels_per_peer(3, true, 4096, 32, 1), 4);             // set: as it is
-  EXPECT_EQ(p2p_channels_per_peer(8, true, 16, 4, 1), 4);                // within the channels
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 16, 32, 1), 2);  // 32 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 64, 32, 1), 2);  // 128 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 65, 32, 1), 1);  // 130 > 128
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 32, 16, 1), 2);  // 64 <= 64
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 4096, 16, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 4096, 16, 2), 2);  // two NICs a GPU
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 16, 2, 4), 2);     // the channels bind
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 16, 3, 3), 4);     // 3 rounded up
+  EXPECT_EQ(p2p_channels_per_peer(3, true, 2, 4096, 32, 1), 4);             // set: as it is
+  EXPECT_EQ(p2p_channels_per_peer(8, true, 2, 16, 4, 1), 4);                // within the channels
   // Earlier releases and RCCL's model (the enqueue's nChannelsMax): pow2 up of min(C, the
   // setting or 2), halved while it times the ranks exceeds 4 x pow2 up of C; no NIC bound.
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 16, 32, 1), 2);
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 65, 32, 1), 1);
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 4096, 16, 2), 1);  // NICs do not count
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 16, 1, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 2, 16, 32, 1), 2);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 2, 65, 32, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 2, 4096, 16, 2), 1);  // NICs do not count
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 2, 16, 1, 1), 1);
   // 24 channels: the enqueue compares with 32 (128 <= 128), paths.cc with 24 (128 > 96).
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 64, 24, 1), 2);
-  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 64, 24, 1), 1);
-  EXPECT_EQ(p2p_channels_per_peer(4, false, 16, 32, 1), 4);  // 64 <= 128
-  EXPECT_EQ(p2p_channels_per_peer(4, false, 64, 32, 1), 2);  // 256 > 128, 128 <= 128
-  EXPECT_EQ(p2p_channels_per_peer(1, false, 16, 32, 4), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 2, 64, 24, 1), 2);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, true, 2, 64, 24, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(4, false, 2, 16, 32, 1), 4);  // 64 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(4, false, 2, 64, 32, 1), 2);  // 256 > 128, 128 <= 128
+  EXPECT_EQ(p2p_channels_per_peer(1, false, 2, 16, 32, 4), 1);
+  // NCCL 2.8: a network peer has 1 channel (no NCCL_NCHANNELS_PER_NET_PEER yet), whatever the
+  // scale; its log on 2 p4d servers (16 ranks, 8 channels) says "1 p2p channels per peer".
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 1, 16, 8, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(std::nullopt, false, 1, 2, 32, 1), 1);
+  EXPECT_EQ(p2p_channels_per_peer(2, false, 1, 16, 8, 1), 2);  // a setting is the model's own
 }
 
 TEST(NcclBehaviour, AllToAllAtScaleKeepsOneConnectionAPair) {

@@ -1038,7 +1038,8 @@ OpRunner::Channels OpRunner::channels() const {
   // communicator's channels, rounded up to a power of two.
   c.p2p_per_peer =
       across ? p2p_channels_per_peer(config_.channels_per_net_peer, tables_.p2p_channels_in_paths,
-                                     comm_.nranks(), unrounded, comm_.nics_per_gpu())
+                                     tables_.p2p_net_channels, comm_.nranks(), unrounded,
+                                     comm_.nics_per_gpu())
              : 1;
   return c;
 }

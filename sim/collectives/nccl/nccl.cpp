@@ -87,7 +87,7 @@ constexpr Param kNcclParams[] = {
              "NCCL splits it (fewer for small operations); the data is split evenly (default: 2, "
              "halved while they times the ranks exceed 4 times the p2p channels; NCCL 2.22 to "
              "2.28 (tuning_tables newest) then take at least the GPU's NICs and a set value as "
-             "it is, older releases and RCCL halve a set value too)",
+             "it is, older releases and RCCL halve a set value too; NCCL 2.8 takes 1)",
      .check = Check::Positive,
      .optional = true,
      .max = 64},

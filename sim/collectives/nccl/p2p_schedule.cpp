@@ -46,9 +46,10 @@ int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step
   return parts;
 }
 
-int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int ranks, int channels,
-                          int nics) {
-  ROCESIM_CHECK(ranks >= 1 && channels >= 1 && nics >= 1, "p2p channels per peer's inputs");
+int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int net_default,
+                          int ranks, int channels, int nics) {
+  ROCESIM_CHECK(ranks >= 1 && channels >= 1 && nics >= 1 && net_default >= 1,
+                "p2p channels per peer's inputs");
   const auto pow2_up = [](int v) {
     return static_cast<int>(std::bit_ceil(static_cast<unsigned>(v)));
   };
@@ -62,7 +63,8 @@ int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int ra
     const int net = per_net_peer ? *per_net_peer : std::max(by_scale(2, channels), nics);
     return pow2_up(std::min(channels, net));
   }
-  return by_scale(pow2_up(std::min(channels, per_net_peer.value_or(2))), pow2_up(channels));
+  return by_scale(pow2_up(std::min(channels, per_net_peer.value_or(net_default))),
+                  pow2_up(channels));
 }
 
 P2pSchedule::P2pSchedule(const std::vector<int>& node_of, const std::vector<int>& local_of,

@@ -86,14 +86,14 @@ int p2p_parts(int64_t bytes, int per_peer, int ranks, int channels, int64_t step
 /// (NCCL_NCHANNELS_PER_NET_PEER) where it is set, else 2 halved while they times the ranks
 /// exceed 4 times `channels`, then at least `nics` (the GPU's NICs, NCCL's
 /// getLocalNetCountByBw). Otherwise (earlier releases, RCCL's model: group.cc / enqueue.cc
-/// nChannelsMax): p2pnChannelsPerPeer from `per_net_peer` (default 2) within `channels`, halved
-/// as the operation is enqueued while it times the ranks exceeds 4 times the rounded channels
-/// ("avoid overloading channels with 8+ operations"), whatever the setting. Either way, beyond
-/// twice as many ranks as channels (64 on 32 channels) a pair of GPUs with one NIC each is one
-/// connection whatever its size. A peer over NVLink takes 2 per NVLink, which does not bind
-/// below 32 on the GPUs rocesim models.
-int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int ranks, int channels,
-                          int nics);
+/// nChannelsMax): p2pnChannelsPerPeer from `per_net_peer`, else `net_default` (2; 1 in NCCL
+/// 2.8), within `channels`, halved as the operation is enqueued while it times the ranks
+/// exceeds 4 times the rounded channels ("avoid overloading channels with 8+ operations"),
+/// whatever the setting. Either way, beyond twice as many ranks as channels (64 on 32 channels)
+/// a pair of GPUs with one NIC each is one connection whatever its size. A peer over NVLink
+/// takes 2 per NVLink, which does not bind below 32 on the GPUs rocesim models.
+int p2p_channels_per_peer(std::optional<int> per_net_peer, bool in_paths, int net_default,
+                          int ranks, int channels, int nics);
 
 /// Triangular numbers modulo the next power of two of n, those below n, in order: the order in
 /// which NCCL visits distances 0 .. n - 1 (every one exactly once).

@@ -48,7 +48,8 @@ constexpr TuningTables kNewest{
     true,
     false,
     false,
-    true};
+    true,
+    2};
 
 // NCCL 2.20.3 predates PAT.
 constexpr TuningTables kV2203{
@@ -75,7 +76,8 @@ constexpr TuningTables kV2203{
     false,
     true,
     false,
-    false};
+    false,
+    2};
 
 // NCCL 2.8.3 (NVIDIA/nccl@920dbe5b, v2.8.3-1, src/graph/tuning.cc): Tree, Ring and one CollNet
 // algorithm, the chain, whose row stands in CollNetChain's place (LL and Simple; CollNetDirect
@@ -117,7 +119,8 @@ constexpr TuningTables kV283{"2.8.3",
                              false,
                              false,
                              true,
-                             false};
+                             false,
+                             1};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
 // MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
@@ -159,7 +162,8 @@ constexpr RcclModel kRcclMi300{
      false,
      true,
      false,
-     false},
+     false,
+     2},
     {{{0.06, 0.06, 0.11},
       {0.08, 0.08, 1.00},
       {0.00, 0.00, 1.00},

@@ -53,6 +53,9 @@ struct TuningTables {
   // earlier releases, and RCCL's model here, halve the most parts of an operation at scale as
   // they enqueue it, whatever the setting.
   bool p2p_channels_in_paths;
+  // A network peer's channels where NCCL_NCHANNELS_PER_NET_PEER is unset (ncclTopoGetNchannels):
+  // 1 in NCCL 2.8 (which has no such setting), 2 from its introduction on.
+  int p2p_net_channels;
 };
 
 /// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
