@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "sim/collectives/nccl/nccl_tests.hpp"
+#include "sim/collectives/nccl/tuning.hpp"
 #include "sim/metrics/hdf5_writer.hpp"
 #include "sim/metrics/trace.hpp"
 #include "sim/scenario/scenario.hpp"
@@ -137,7 +138,7 @@ int nccl_tests(const NcclTestsCommand& c) {
       // As the release prints it: NCCL 2.8's line has no CollNet nor NVLS channels.
       const nccl::OpRunner::Channels ch = s->runner().channels();
       log.init.push_back(
-          s->runner().config().tuning_tables == "2.8.3"
+          nccl::tuning_tables(s->runner().config().tuning_tables).nccl28
               ? fmt::format("{} coll channels, {} p2p channels, {} p2p channels per peer", ch.coll,
                             ch.p2p, ch.p2p_per_peer)
               : fmt::format("{} coll channels, {} collnet channels, {} nvls channels, {} p2p "
