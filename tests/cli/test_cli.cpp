@@ -313,6 +313,16 @@ TEST(NcclTests, NcclDebugInfoLogsTheChannelsAndTheTunersChoices) {
   ASSERT_EQ(table.size(), 4u);
   EXPECT_EQ(lines(info.out, ""), table);
   EXPECT_EQ(lines(tuning.out, ""), table);
+  // NCCL_MAX_P2P_NCHANNELS and NCCL_MIN_P2P_NCHANNELS bound the p2p channels (4; 32, over
+  // which a network peer still gets 1: 2 x 128 ranks > 4 x 32).
+  for (const auto& [env, expected] :
+       {std::pair{"NCCL_MAX_P2P_NCHANNELS=4", "4 p2p channels, 1 p2p channels per peer"},
+        std::pair{"NCCL_MIN_P2P_NCHANNELS=32", "32 p2p channels, 1 p2p channels per peer"}}) {
+    const CommandResult bounded = run_cli(fmt::format(
+        "nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO -x {} {}", scenario, env, test));
+    ASSERT_EQ(bounded.exit_code, 0) << bounded.err;
+    EXPECT_THAT(bounded.out, HasSubstr(std::string("16 nvls channels, ") + expected)) << env;
+  }
   // ^INIT: every subsystem but INIT, so the sizes and no init line.
   const CommandResult no_init = run_cli(fmt::format(
       "nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=^INIT {}",

@@ -491,6 +491,13 @@ TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
   const Figures d =
       run_one(rail_topology(32, 1), kNoNcclLatency, "collective: alltoall, bytes: 256MiB");
   EXPECT_NEAR(d.seconds, 31 * s / (32 * kB) + 2 * kLnet, 2e-9);
+  // NCCL_MAX_P2P_NCHANNELS = 1: one p2p channel holds the copy to itself and all 31 parts of
+  // S/32, batches of 8 operations: 7, 8, 8, 8 parts in turn, T = 31 S / (32 B) + 4 L_net.
+  const Figures one = run_one(rail_topology(32, 1),
+                              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: "
+                              "Simple, NCCL_MAX_P2P_NCHANNELS: 1}\n",
+                              "collective: alltoall, bytes: 256MiB");
+  EXPECT_NEAR(one.seconds, 31 * s / (32 * kB) + 4 * kLnet, 2e-9);
 }
 
 TEST(NcclClosedForm, GatherWithOneChannelWaitsForEachBatch) {
@@ -1887,6 +1894,8 @@ TEST(NcclParameters, StructDefaultsAreTheTableDefaults) {
   EXPECT_EQ(a.min_ctas, b.min_ctas);
   EXPECT_EQ(a.max_ctas, b.max_ctas);
   EXPECT_EQ(a.channels_per_net_peer, b.channels_per_net_peer);
+  EXPECT_EQ(a.min_p2p_channels, b.min_p2p_channels);
+  EXPECT_EQ(a.max_p2p_channels, b.max_p2p_channels);
   EXPECT_EQ(a.qps_per_connection, b.qps_per_connection);
   EXPECT_EQ(a.split_data_on_qps, b.split_data_on_qps);
   EXPECT_EQ(a.buffsize, b.buffsize);

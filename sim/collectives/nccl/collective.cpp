@@ -1030,8 +1030,12 @@ OpRunner::Channels OpRunner::channels() const {
   const bool across = comm_.nnodes() > 1;
   c.collnet = config_.collnet && across ? c.coll : 0;
   c.nvls = tuning_input(Collective::AllReduce, c.coll).nvls ? nvls_channels() : 0;
-  // NCCL's p2p channels: the communicator's, rounded up to a power of two (at most MAXCHANNELS).
-  const int unrounded = std::clamp(c.coll, 1, kMaxChannels);
+  // NCCL's p2p channels (ncclTopoComputeP2pChannels): the communicator's, within
+  // NCCL_MAX_P2P_NCHANNELS and then at least NCCL_MIN_P2P_NCHANNELS, rounded up to a power of
+  // two (at most MAXCHANNELS).
+  const int unrounded =
+      std::clamp(std::max(std::min(c.coll, config_.max_p2p_channels), config_.min_p2p_channels), 1,
+                 kMaxChannels);
   c.p2p = static_cast<int>(std::bit_ceil(static_cast<unsigned>(unrounded)));
   // p2pnChannelsPerPeer: the least of the peers' channel counts, a network peer's as the
   // release derives them (a peer over NVLink has two per NVLink, more), within the

@@ -80,6 +80,21 @@ constexpr Param kNcclParams[] = {
      .help = "upper bound on channels (CTAs), like NCCL_MAX_NCHANNELS; the smaller bound wins",
      .check = Check::NonNegative,
      .max = 64},
+    {.key = "NCCL_MIN_P2P_NCHANNELS",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "lower bound on the point-to-point channels (NCCL's p2pnChannels: the "
+             "communicator's channels within NCCL_MIN/MAX_P2P_NCHANNELS, rounded up to a power "
+             "of two)",
+     .check = Check::Positive,
+     .max = 32},
+    {.key = "NCCL_MAX_P2P_NCHANNELS",
+     .type = ParamType::Integer,
+     .fallback = "32",
+     .help = "upper bound on the point-to-point channels (the SMs AlltoAll, Gather, Scatter "
+             "and Send/Recv may take)",
+     .check = Check::Positive,
+     .max = 32},
     {.key = "NCCL_NCHANNELS_PER_NET_PEER",
      .type = ParamType::Integer,
      .help = "point-to-point (AlltoAll, Gather, Scatter, Send/Recv) across servers: the most "
@@ -429,6 +444,12 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("NCCL_MAX_CTAS")) c.max_ctas = r.integer_as<int>("NCCL_MAX_CTAS");
   if (c.min_ctas > kMaxChannels) {
     r.fail("NCCL_MIN_CTAS", "at most 32 channels", std::to_string(c.min_ctas));
+  }
+  if (take("NCCL_MIN_P2P_NCHANNELS")) {
+    c.min_p2p_channels = r.integer_as<int>("NCCL_MIN_P2P_NCHANNELS");
+  }
+  if (take("NCCL_MAX_P2P_NCHANNELS")) {
+    c.max_p2p_channels = r.integer_as<int>("NCCL_MAX_P2P_NCHANNELS");
   }
   if (r.has("NCCL_NCHANNELS_PER_NET_PEER")) {
     c.channels_per_net_peer = r.integer_as<int>("NCCL_NCHANNELS_PER_NET_PEER");

@@ -133,6 +133,8 @@ struct NcclConfig {
   int max_channels = 0;                 // NCCL_MAX_NCHANNELS (0: automatic)
   int min_ctas = 0;                     // NCCL_MIN_CTAS (a lower bound like NCCL_MIN_NCHANNELS)
   int max_ctas = 0;                     // NCCL_MAX_CTAS
+  int min_p2p_channels = 1;             // NCCL_MIN_P2P_NCHANNELS
+  int max_p2p_channels = kMaxChannels;  // NCCL_MAX_P2P_NCHANNELS
   // NCCL_NCHANNELS_PER_NET_PEER (point-to-point); unset: as the release derives it
   std::optional<int> channels_per_net_peer;
   uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
