@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "sim/core/rng.hpp"
 #include "sim/fabric/gpu_selection.hpp"
@@ -1024,35 +1025,41 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   batch_p2p(sides, rounds, part_of, self);
 }
 
-OpRunner::Channels OpRunner::channels() const {
-  Channels c;
-  c.coll = comm_channels();
-  const bool across = comm_.nnodes() > 1;
-  c.collnet = config_.collnet && across ? c.coll : 0;
-  c.nvls = tuning_input(Collective::AllReduce, c.coll).nvls ? nvls_channels() : 0;
+std::pair<int, int> OpRunner::p2p_channels() const {
   // NCCL's p2p channels (ncclTopoComputeP2pChannels): the communicator's, within
   // NCCL_MAX_P2P_NCHANNELS and then at least NCCL_MIN_P2P_NCHANNELS, rounded up to a power of
   // two (at most MAXCHANNELS).
-  const int unrounded =
-      std::clamp(std::max(std::min(c.coll, config_.max_p2p_channels), config_.min_p2p_channels), 1,
-                 kMaxChannels);
-  c.p2p = static_cast<int>(std::bit_ceil(static_cast<unsigned>(unrounded)));
+  const int unrounded = std::clamp(
+      std::max(std::min(comm_channels(), config_.max_p2p_channels), config_.min_p2p_channels), 1,
+      kMaxChannels);
+  const auto channels = static_cast<int>(std::bit_ceil(static_cast<unsigned>(unrounded)));
   // p2pnChannelsPerPeer: the least of the peers' channel counts, a network peer's as the
   // release derives them (a peer over NVLink has two per NVLink, more), within the
   // communicator's channels, rounded up to a power of two.
-  c.p2p_per_peer =
-      across ? p2p_channels_per_peer(config_.channels_per_net_peer, tables_.p2p_channels_in_paths,
-                                     tables_.p2p_net_channels, comm_.nranks(), unrounded,
-                                     comm_.nics_per_gpu())
-             : 1;
+  const int per_peer =
+      comm_.nnodes() > 1
+          ? p2p_channels_per_peer(config_.channels_per_net_peer, tables_.p2p_channels_in_paths,
+                                  tables_.p2p_net_channels, comm_.nranks(), unrounded,
+                                  comm_.nics_per_gpu())
+          : 1;
+  return {channels, per_peer};
+}
+
+OpRunner::Channels OpRunner::channels() const {
+  Channels c;
+  c.coll = comm_channels();
+  c.collnet = config_.collnet && comm_.nnodes() > 1 ? c.coll : 0;
+  c.nvls = tuning_input(Collective::AllReduce, c.coll).nvls ? nvls_channels() : 0;
+  std::tie(c.p2p, c.p2p_per_peer) = p2p_channels();
   return c;
 }
 
 const P2pSchedule& OpRunner::p2p_schedule() {
   if (p2p_schedule_) return *p2p_schedule_;
-  const Channels c = channels();
-  p2p_schedule_ = std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), c.p2p);
-  p2p_per_peer_ = c.p2p_per_peer;
+  int channels = 0;
+  std::tie(channels, p2p_per_peer_) = p2p_channels();
+  p2p_schedule_ =
+      std::make_unique<P2pSchedule>(comm_.node_of_rank(), comm_.local_of_rank(), channels);
   return *p2p_schedule_;
 }
 

@@ -67,6 +67,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/collectives/nccl/layout.hpp"
@@ -223,6 +224,8 @@ class OpRunner {
   static constexpr int kP2pChannel = -1;
   static constexpr int kEveryStage = -1;
   TuningInput tuning_input(Collective c, int channels) const;
+  /// NCCL's p2p channels and the most parts of a point-to-point pair (p2pnChannelsPerPeer).
+  std::pair<int, int> p2p_channels() const;
   void launch_data(engine::Simulation& sim, engine::WorkloadId id);
   void plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root);
   /// The heads of NCCL's NVLS graph: each GPU of the node on one node (8 at most), one GPU per

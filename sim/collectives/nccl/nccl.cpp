@@ -293,6 +293,18 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+/// Calls f on each `sep`-separated item of `list`, in order, while it returns true; false when
+/// one did not.
+template <class F>
+bool each_item(std::string_view list, char sep, F&& f) {
+  while (!list.empty()) {
+    const size_t at = list.find(sep);
+    if (!f(list.substr(0, at))) return false;
+    list = at == std::string_view::npos ? std::string_view{} : list.substr(at + 1);
+  }
+  return true;
+}
+
 /// Bits of one name: an algorithm or protocol; nullopt if unknown.
 std::optional<uint8_t> list_bits(std::string_view name, bool algorithms) {
   const std::string n = lower(trim(name));
@@ -345,27 +357,38 @@ std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, 
     const bool exclude = !entry.empty() && entry.front() == '^';
     if (exclude) entry.remove_prefix(1);
     uint8_t bits = 0;
-    while (!entry.empty()) {
-      const size_t comma = entry.find(',');
-      const std::string_view name = entry.substr(0, comma);
+    const bool known = each_item(entry, ',', [&](std::string_view name) {
       const std::optional<uint8_t> b = list_bits(name, algorithms);
-      if (!b) {
-        bad = std::string(trim(name));
-        return false;
-      }
-      bits = static_cast<uint8_t>(bits | *b);
-      entry = comma == std::string_view::npos ? std::string_view{} : entry.substr(comma + 1);
-    }
+      if (!b) bad = std::string(trim(name));
+      bits = static_cast<uint8_t>(bits | b.value_or(0));
+      return b.has_value();
+    });
+    if (!known) return false;
     for (Collective c : targets)
       mask[static_cast<size_t>(c)] = exclude ? static_cast<uint8_t>(all & ~bits) : bits;
     return true;
   };
-  while (!text.empty()) {
-    const size_t semi = text.find(';');
-    if (!apply(text.substr(0, semi))) return std::nullopt;
-    text = semi == std::string_view::npos ? std::string_view{} : text.substr(semi + 1);
-  }
+  if (!each_item(text, ';', apply)) return std::nullopt;
   return mask;
+}
+
+bool nccl_debug_info(std::string_view level) {
+  const std::string l = lower(trim(level));
+  return l == "info" || l == "trace";
+}
+
+bool nccl_debug_subsys(std::string_view list, std::string_view name) {
+  list = trim(list);
+  const bool invert = !list.empty() && list.front() == '^';
+  if (invert) list.remove_prefix(1);
+  const std::string wanted = lower(name);
+  bool named = false;
+  each_item(list, ',', [&](std::string_view item) {
+    const std::string n = lower(trim(item));
+    named = named || n == wanted || n == "all";
+    return true;
+  });
+  return named != invert;
 }
 
 ProtocolTraits protocol_traits(Protocol p, bool rccl) {

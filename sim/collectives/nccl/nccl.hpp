@@ -84,6 +84,11 @@ using NcclMask = std::array<uint8_t, kCollectives>;
 /// names: Ring, Tree, CollNet (both), CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT. Returns the
 /// unknown name on failure via `bad`.
 std::optional<NcclMask> parse_nccl_list(std::string_view text, bool algorithms, std::string& bad);
+/// NCCL_DEBUG as NCCL reads it: INFO or TRACE log (case-insensitive).
+bool nccl_debug_info(std::string_view level);
+/// Whether NCCL_DEBUG_SUBSYS's comma-separated `list` logs subsystem `name` (or ALL); a leading
+/// '^' logs every subsystem but those listed. NCCL's default list is INIT,BOOTSTRAP,ENV.
+bool nccl_debug_subsys(std::string_view list, std::string_view name);
 
 /// True for collectives NCCL implements as point-to-point sends (no ring or tree).
 inline bool is_p2p(Collective c) {

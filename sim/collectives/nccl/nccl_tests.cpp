@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -428,13 +427,6 @@ std::string_view nccl_tests_column_header() {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // NCCL's names in its logs (ncclFuncToString, ncclAlgoToString, ncclProtoToString).
 std::string_view nccl_func_name(Collective c) {
   switch (c) {
@@ -471,26 +463,6 @@ std::string nccl_algo_name(Algorithm a) {
 }
 
 }  // namespace
-
-bool nccl_debug_info(std::string_view level) {
-  return iequals(level, "INFO") || iequals(level, "TRACE");
-}
-
-bool nccl_debug_subsys(std::string_view list, std::string_view name) {
-  bool invert = false;
-  if (!list.empty() && list.front() == '^') {
-    invert = true;
-    list.remove_prefix(1);
-  }
-  bool named = false;
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    const std::string_view item = list.substr(0, comma);
-    named = named || iequals(item, name) || iequals(item, "ALL");
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-  }
-  return named != invert;
-}
 
 std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclTestsRow>& rows,
                               const std::vector<std::string>& gpu_names, const std::string& banner,

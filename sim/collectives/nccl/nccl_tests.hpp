@@ -138,11 +138,6 @@ struct NcclDebugLog {
   std::vector<std::string> init;  // without the prefix
   bool tuning = false;
 };
-/// NCCL_DEBUG as NCCL reads it: INFO or TRACE log (case-insensitive).
-bool nccl_debug_info(std::string_view level);
-/// Whether NCCL_DEBUG_SUBSYS's comma-separated `list` logs subsystem `name` (or ALL); a leading
-/// '^' logs every subsystem but those listed. NCCL's default list is INIT,BOOTSTRAP,ENV.
-bool nccl_debug_subsys(std::string_view list, std::string_view name);
 
 /// The table nccl-tests prints, from the header to the "# Avg bus bandwidth" line. `gpu_names`
 /// are the ranks' GPUs in rank order; `log`, NCCL's INFO lines among them.
