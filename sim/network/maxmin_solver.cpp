@@ -38,6 +38,7 @@ MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
 MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, double cap,
                                          std::span<const double> weights) {
   ROCESIM_CHECK(!links.empty(), "a flow crosses at least one link");
+  ROCESIM_CHECK(links.size() < Entry::kExtendedBit, "a flow crosses fewer than 2^31 links");
   ROCESIM_CHECK(weights.empty() || weights.size() == links.size(), "one weight per link");
   ROCESIM_CHECK(cap > 0, "a flow's rate cap must be positive");
   const bool weighted =
@@ -67,7 +68,7 @@ MaxMinSolver::FlowSlot MaxMinSolver::add(std::span<const LinkIndex> links, doubl
       ROCESIM_CHECK(e.weight[i] > 0 && std::isfinite(e.weight[i]), "weights must be positive");
       extra_weight_[l] += e.weight[i] - 1;
       e.pos[i] = static_cast<uint32_t>(links_[l].flows.size());
-      links_[l].flows.push_back({f, i});
+      links_[l].flows.push_back({f, i | Entry::kExtendedBit});
       links_[l].bounds_valid = false;
     }
   } else {
@@ -100,7 +101,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       const Entry last = v.back();
       const uint32_t at = pos_[f][i];
       v[at] = last;
-      pos(last.flow, last.hop) = at;
+      pos(last) = at;
       v.pop_back();
       mark_dirty(l);
     }
@@ -112,7 +113,7 @@ void MaxMinSolver::remove(FlowSlot f) {
       extra_weight_[l] = v.size() == 1 ? 0 : extra_weight_[l] - (e.weight[i] - 1);
       const Entry last = v.back();
       v[e.pos[i]] = last;
-      pos(last.flow, last.hop) = e.pos[i];
+      pos(last) = e.pos[i];
       v.pop_back();
       mark_dirty(l);
     }
@@ -139,7 +140,7 @@ double MaxMinSolver::load(LinkIndex l) const {
   double sum = 0;
   for (const Entry& e : links_[l].flows) {
     const Flow& x = flows_[e.flow];
-    if (x.rate > 0) sum += x.rate * weight(x, e.hop);
+    if (x.rate > 0) sum += x.rate * weight(x, e.hop());
   }
   return sum;
 }
@@ -189,7 +190,7 @@ void MaxMinSolver::explore(double tau) {
       uint32_t unfixed = 0;
       for (const Entry& e : links_[l].flows) {
         Flow& x = flows_[e.flow];
-        const double w = weight(x, e.hop);
+        const double w = weight(x, e.hop());
         if (x.rate >= 0 && x.rate < freeze_below) {
           remaining -= x.rate * w;  // frozen: keeps its rate
           continue;

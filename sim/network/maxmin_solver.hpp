@@ -154,13 +154,20 @@ class MaxMinSolver {
   double weight(const Flow& x, uint32_t i) const {
     return simple(x) ? 1.0 : extended_[x.extended].weight[i];
   }
-  uint32_t& pos(FlowSlot f, uint32_t i) {
-    return simple(flows_[f]) ? pos_[f][i] : extended_[flows_[f].extended].pos[i];
-  }
-  struct Entry {  // a flow on a link's list, and which of its hops the link is
+  /// A flow on a link's list, and which of its hops the link is. Whether the flow's positions
+  /// are in its Extended record rides in the hop's top bit, so that moving an entry within a
+  /// busy link's list (removal swaps the last one into the hole) updates the moved flow's
+  /// position without first reading that flow's cache line.
+  struct Entry {
+    static constexpr uint32_t kExtendedBit = 1u << 31;
     FlowSlot flow;
-    uint32_t hop;
+    uint32_t bits;
+    uint32_t hop() const { return bits & ~kExtendedBit; }
+    bool extended() const { return (bits & kExtendedBit) != 0; }
   };
+  uint32_t& pos(const Entry& e) {
+    return e.extended() ? extended_[flows_[e.flow].extended].pos[e.hop()] : pos_[e.flow][e.hop()];
+  }
   /// The flows on a link: a vector that keeps up to two entries inline, because most links
   /// carry one or two flows and an extra allocation would cost a cache miss on every visit.
   class FlowList {
