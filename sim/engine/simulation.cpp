@@ -193,8 +193,9 @@ void Simulation::for_each_leg_qp(std::span<const PipelineLeg> legs, F&& f) const
 }
 
 void Simulation::append_routes(QpIndex qp, double share, std::vector<network::Route>& out) const {
+  const Connection& c = connections_[qps_[qp].connection];
   for_each_route(qp, share, [&](routing::PathId p, double s) {
-    out.push_back({paths_.links(p), s, qp});
+    out.push_back({paths_.links(p), s, qp, c.traffic_class, c.transport});
   });
 }
 
@@ -430,8 +431,6 @@ void Simulation::start_flow(uint32_t transfer, QpIndex qp, int64_t bytes, double
   spec.bytes = static_cast<double>(bytes);
   spec.rate_cap = rate_cap;
   spec.window = window;
-  spec.traffic_class = connections_[qps_[qp].connection].traffic_class;
-  spec.transport = connections_[qps_[qp].connection].transport;
   // The QP's path is its route, or the union of its sprayed routes merged when it was routed.
   spec.merged_links = paths_.links(path);
   spec.merged_weights = paths_.weights(path);
@@ -486,8 +485,6 @@ void Simulation::pipeline(WorkloadId w, std::span<const PipelineLeg> legs, Bytes
   spec.bytes = static_cast<double>(bytes.count());
   spec.rate_cap = rate_cap;
   spec.window = window;  // per unit of share: a leg's window spread over its QPs
-  spec.traffic_class = connections_[legs.front().connection].traffic_class;
-  spec.transport = connections_[legs.front().connection].transport;
   spec.reduce_in_switches = reduce_in_switches;
   // The union of the legs, as results count the bytes on each link; the workload accounts for
   // the pipeline's latency itself. The same routes with the same shares make the same union: an

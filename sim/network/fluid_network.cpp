@@ -97,8 +97,6 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.reduce = spec.reduce_in_switches;
   fl.lost = 0;
   fl.window = spec.window;
-  fl.tc = spec.traffic_class;
-  fl.transport = spec.transport;
   fl.sent_base = 0;
   ++active_flows_;
   add_routes(h, spec.routes, t);
@@ -127,7 +125,7 @@ void FluidNetwork::set_hops(uint32_t id, std::span<const fabric::LinkId> hops, b
   rs.cc = false;
   rs.tcp = false;
   rs.line = links_[hops.front()].cap;
-  const bool tcp = flows_[rs.flow].transport == Transport::Tcp;
+  const bool tcp = rs.transport == Transport::Tcp;
   // The acknowledgements come back the way the data went (ECMP hashes both directions alike).
   rs.base_rtt = config_.tcp.host_latency;
   for (const fabric::LinkId l : hops) {
@@ -166,7 +164,8 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
     rs.flow = h;
     rs.qp = r.qp;
     rs.share = r.share;
-    rs.tc = fl.tc;
+    rs.tc = r.traffic_class;
+    rs.transport = r.transport;
     rs.window = fl.window * r.share;
     rs.live = true;
     set_hops(id, r.hops, fl.reduce);

@@ -172,8 +172,9 @@ class FluidNetwork final : public NetworkModel {
     FlowHandle flow = kNone;
     QpId qp = kNoQp;
     double share = 1;
-    TrafficClass tc = TrafficClass::Lossless;
-    bool cc = false;      // crosses a NIC onto the fabric: DCQCN applies
+    TrafficClass tc = TrafficClass::Lossless;  // Route::traffic_class
+    Transport transport = Transport::Rdma;     // Route::transport
+    bool cc = false;                           // crosses a NIC onto the fabric: DCQCN applies
     bool tcp = false;     // crosses a NIC onto the fabric with transport TCP: its window applies
     double base_rtt = 0;  // s: the route's propagation there and back, with the hosts' stacks
     uint32_t sched = 0;   // the hop whose link the sender's scheduler shares (the NIC's port)
@@ -199,11 +200,9 @@ class FluidNetwork final : public NetworkModel {
     uint32_t in_flight = 0;  // routes whose last byte is still in a queue
     bool live = false;
     bool sending = false;
-    bool reduce = false;  // FlowSpec::reduce_in_switches
-    double lost = 0;      // bytes dropped by links that are down, to send again
-    double window = 0;    // FlowSpec::window
-    TrafficClass tc = TrafficClass::Lossless;
-    Transport transport = Transport::Rdma;
+    bool reduce = false;   // FlowSpec::reduce_in_switches
+    double lost = 0;       // bytes dropped by links that are down, to send again
+    double window = 0;     // FlowSpec::window
     double sent_base = 0;  // `sent` at the last reroute
   };
   struct QpState {

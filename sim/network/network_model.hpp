@@ -48,12 +48,16 @@ std::string_view traffic_class_name(TrafficClass c);
 /// shares both alike.
 enum class Transport : uint8_t { Rdma = 0, Tcp = 1 };
 
-/// One QP's part of a flow: the links it crosses in order, and the bytes it carries per byte of
-/// the flow.
+/// One QP's part of a flow: the links it crosses in order, the bytes it carries per byte of the
+/// flow, and how its QP sends them. Class and transport are the QP's, not the flow's: a
+/// pipeline's NVLink edges stay RDMA in the lossless class where its network edges are TCP
+/// connections (NCCL over sockets).
 struct Route {
   std::span<const fabric::LinkId> hops;
   double share = 1.0;
   QpId qp = kNoQp;
+  TrafficClass traffic_class = TrafficClass::Lossless;
+  Transport transport = Transport::Rdma;
 };
 
 struct FlowSpec {
@@ -67,8 +71,6 @@ struct FlowSpec {
   /// without queues has nothing in flight to count and may ignore it (rate_cap carries the
   /// window over the round trip).
   double window = 0;
-  TrafficClass traffic_class = TrafficClass::Lossless;
-  Transport transport = Transport::Rdma;
   /// In-network reduction (CollNet/SHARP): a link between two fabric switches carries one
   /// reduced stream however many routes cross it.
   bool reduce_in_switches = false;

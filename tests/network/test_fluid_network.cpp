@@ -90,12 +90,10 @@ std::map<FlowHandle, Time> run(NetworkModel& net, Time until = Time::infinity())
 /// A TCP flow (lossy class) over `links`.
 FlowHandle start_tcp(NetworkModel& net, const std::vector<fabric::LinkId>& links, double bytes,
                      QpId qp) {
-  const Route route{links, 1.0, qp};
+  const Route route{links, 1.0, qp, TrafficClass::Lossy, Transport::Tcp};
   FlowSpec spec;
   spec.routes = std::span<const Route>(&route, 1);
   spec.bytes = bytes;
-  spec.transport = Transport::Tcp;
-  spec.traffic_class = TrafficClass::Lossy;
   return net.start(spec, Time::zero());
 }
 
