@@ -135,6 +135,8 @@ int nccl_tests(const NcclTestsCommand& c) {
     const std::string& gpu = names.front();
     log.prefix = fmt::format("{}:0:0 [0] NCCL INFO ", gpu.substr(0, gpu.find('/')));
     if (nccl::nccl_debug_subsys(debug_subsys, "INIT")) {
+      const nccl::NcclConfig& nc = s->runner().config();
+      if (nc.net_socket) log.init.push_back("Using network Socket");
       // As the release prints it: NCCL 2.8's line has no CollNet nor NVLS channels.
       const nccl::OpRunner::Channels ch = s->runner().channels();
       log.init.push_back(
@@ -144,6 +146,11 @@ int nccl_tests(const NcclTestsCommand& c) {
               : fmt::format("{} coll channels, {} collnet channels, {} nvls channels, {} p2p "
                             "channels, {} p2p channels per peer",
                             ch.coll, ch.collnet, ch.nvls, ch.p2p, ch.p2p_per_peer));
+      // The socket plugin's line as its connections open (only with helper threads).
+      if (nc.net_socket && nc.socket_nthreads > 0) {
+        log.init.push_back(fmt::format("NET/Socket: Using {} threads and {} sockets per thread",
+                                       nc.socket_nthreads, nc.sockets() / nc.socket_nthreads));
+      }
     }
     log.tuning = nccl::nccl_debug_subsys(debug_subsys, "TUNING");
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <numeric>
 
 namespace rocesim::engine {
 
@@ -349,26 +350,33 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
   ROCESIM_CHECK(spec.message_bytes >= 0, "message size cannot be negative");
   ROCESIM_CHECK(src_gpu != dst_gpu, "a connection joins two different GPUs");
   ROCESIM_CHECK(spec.port < 65536, "a NIC port below 65,536");
+  ROCESIM_CHECK(spec.min_chunk_bytes >= 0 && std::has_single_bit(static_cast<uint64_t>(
+                                                 std::max<int64_t>(spec.min_chunk_bytes, 1))),
+                "a connection's least piece is 0 or a power of two");
   const fabric::Node& s = fabric_.node(src_gpu);
   const fabric::Node& d = fabric_.node(dst_gpu);
   ROCESIM_CHECK(s.kind == fabric::NodeKind::Gpu && d.kind == fabric::NodeKind::Gpu,
                 "connections join GPUs");
   const auto id = static_cast<ConnectionId>(connections_.size());
-  Connection c{spec.message_bytes,
-               src_gpu,
-               dst_gpu,
-               static_cast<QpIndex>(qps_.size()),
-               qps,
-               0,
-               static_cast<uint32_t>(via_.size()),
-               0,
-               spec.relay == src_gpu ? fabric::kNone : spec.relay,
-               static_cast<uint16_t>(spec.port),
-               spec.mode,
-               spec.traffic_class,
-               spec.transport,
-               false,
-               spec.through_nics && s.server == d.server};
+  Connection c{
+      spec.message_bytes,
+      src_gpu,
+      dst_gpu,
+      static_cast<QpIndex>(qps_.size()),
+      qps,
+      0,
+      static_cast<uint32_t>(via_.size()),
+      0,
+      spec.relay == src_gpu ? fabric::kNone : spec.relay,
+      static_cast<uint16_t>(spec.port),
+      spec.mode,
+      spec.traffic_class,
+      spec.transport,
+      false,
+      spec.through_nics && s.server == d.server,
+      static_cast<uint8_t>(spec.min_chunk_bytes > 0
+                               ? std::countr_zero(static_cast<uint64_t>(spec.min_chunk_bytes))
+                               : 0)};
   ROCESIM_CHECK(c.relay == fabric::kNone || fabric_.node(c.relay).server == s.server,
                 "a relay GPU must be on the sender's server");
   via_.insert(via_.end(), via.begin(), via.end());
@@ -555,6 +563,8 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
     for (uint32_t q = 0; q < conn.qps; ++q) {
       qp_bytes_[q] = total / conn.qps + (q < static_cast<uint64_t>(total % conn.qps) ? 1 : 0);
     }
+  } else if (conn.mode == QpMode::Chunked) {
+    chunk_messages(conn, total);
   } else {
     // Whole messages, each to the next QP in turn; the round-robin position carries over from
     // one transfer to the next, as on a NIC.
@@ -577,6 +587,33 @@ void Simulation::transfer(WorkloadId w, ConnectionId c, Bytes bytes, uint64_t ta
   for (uint32_t q = 0; q < conn.qps; ++q) {
     if (qp_bytes_[q] > 0) start_flow(slot, conn.first_qp + q, qp_bytes_[q], rate_cap, window);
   }
+}
+
+void Simulation::chunk_messages(Connection& c, int64_t total) {
+  const int64_t m = c.message_bytes > 0 ? std::min(c.message_bytes, total) : total;
+  const int64_t least = c.chunk_log2 > 0 ? int64_t{1} << c.chunk_log2 : 1;
+  // One message's pieces, from the QP after the last one used.
+  auto message = [&](int64_t bytes, int64_t times) {
+    const int64_t piece = std::max(least, (bytes + c.qps - 1) / c.qps);
+    for (int64_t at = 0; at < bytes; at += piece) {
+      qp_bytes_[c.next] += times * std::min(piece, bytes - at);
+      c.next = (c.next + 1) % c.qps;
+    }
+  };
+  // Whole messages repeat their placement once the position comes round: a message of k pieces
+  // moves it by k, so every qps / gcd(k, qps) messages. Those cycles are counted at once.
+  const int64_t whole = total / m;
+  const int64_t piece = std::max(least, (m + c.qps - 1) / c.qps);
+  const int64_t k = (m + piece - 1) / piece;
+  const int64_t cycle = c.qps / std::gcd(k, static_cast<int64_t>(c.qps));
+  const int64_t cycles = whole / cycle;
+  if (cycles > 0) {
+    for (int64_t i = 0; i < cycle; ++i)
+      message(m, cycles);
+  }
+  for (int64_t i = cycles * cycle; i < whole; ++i)
+    message(m, 1);
+  if (total > whole * m) message(total - whole * m, 1);
 }
 
 void Simulation::timer(WorkloadId w, Time at, uint64_t tag) {

@@ -61,6 +61,10 @@ using QpIndex = uint32_t;
 enum class QpMode : uint8_t {
   RoundRobin,  // each message goes to the next QP of the connection (NCCL's default)
   Split,       // each message is split evenly across all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)
+  /// Each message is cut into pieces of max(min_chunk_bytes, message / QPs), which go to the
+  /// next QPs in turn, the position carrying over from one message to the next (NCCL's socket
+  /// plugin over its sockets: tasks of at least 64 KiB).
+  Chunked,
 };
 
 /// How a connection posts data: QPs, how messages map to them, and the message size.
@@ -70,6 +74,8 @@ struct ConnectionSpec {
   /// Transfers are cut into messages of this size (the last one shorter); 0 = one message per
   /// transfer. NCCL posts one RDMA write per buffer step (512 KiB with Simple's 4 MiB buffer).
   int64_t message_bytes = 0;
+  /// QpMode::Chunked: the least piece of a message, a power of two (0: none).
+  int64_t min_chunk_bytes = 0;
   /// Send through this GPU's NIC (a GPU of the sender's server, reached over NVLink: NCCL's PXN)
   /// rather than the sender's own; kNone: the sender's own NIC.
   fabric::NodeId relay = fabric::kNone;
@@ -273,10 +279,14 @@ class Simulation {
     QpMode mode;
     network::TrafficClass traffic_class;
     network::Transport transport;
-    bool nvlink;        // inside one server: never routed through the fabric
-    bool through_nics;  // between GPUs of one server, through their NICs and the fabric
+    bool nvlink;         // inside one server: never routed through the fabric
+    bool through_nics;   // between GPUs of one server, through their NICs and the fabric
+    uint8_t chunk_log2;  // QpMode::Chunked: log2 of the least piece (0: none)
   };
   static_assert(sizeof(Connection) == 48);
+  /// QpMode::Chunked: adds to qp_bytes_ what `total` bytes of a connection's messages put on
+  /// each of its QPs, and moves its position on.
+  void chunk_messages(Connection& c, int64_t total);
   struct Transfer {
     uint64_t tag;
     WorkloadId workload;

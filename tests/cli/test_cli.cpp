@@ -347,6 +347,25 @@ TEST(NcclTests, NcclDebugInfoMatchesNccl28sLogOnTwoP4dServers) {
               HasSubstr("NCCL INFO 8 coll channels, 8 p2p channels, 1 p2p channels per peer\n"));
 }
 
+TEST(NcclTests, NcclDebugInfoNamesTheSocketNetworkAndItsThreads) {
+  // NCCL over sockets logs "Using network Socket" and, with helper threads, its socket plugin's
+  // "NET/Socket: Using 2 threads and 4 sockets per thread" (net_socket.cc); NCCL's IB
+  // transport prints neither.
+  const std::string scenario = source_path("validation/scenarios/aws-p4d-efa.yaml");
+  const std::string args = "-x NCCL_DEBUG=INFO all_reduce_perf -b 1M -e 1M -n 1 -w 0";
+  const CommandResult s = run_cli(fmt::format(
+      "nccl-tests --scenario {} --no-output -x NCCL_NET=Socket -x NCCL_SOCKET_NTHREADS=2 -x "
+      "NCCL_NSOCKS_PERTHREAD=4 {}",
+      scenario, args));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_THAT(s.out, HasSubstr("NCCL INFO Using network Socket\n"));
+  EXPECT_THAT(s.out, HasSubstr("NCCL INFO NET/Socket: Using 2 threads and 4 sockets per thread\n"));
+  const CommandResult ib =
+      run_cli(fmt::format("nccl-tests --scenario {} --no-output {}", scenario, args));
+  ASSERT_EQ(ib.exit_code, 0) << ib.err;
+  EXPECT_EQ(ib.out.find("Socket"), std::string::npos);
+}
+
 TEST(NcclTests, BadArgumentsExitTwoAndWriteNothing) {
   const TempDir dir("cli-nccl-tests-bad");
   const std::string scenario = source_path("scenarios/nccl_collectives.yaml");

@@ -1898,6 +1898,9 @@ TEST(NcclParameters, StructDefaultsAreTheTableDefaults) {
   EXPECT_EQ(a.max_p2p_channels, b.max_p2p_channels);
   EXPECT_EQ(a.qps_per_connection, b.qps_per_connection);
   EXPECT_EQ(a.split_data_on_qps, b.split_data_on_qps);
+  EXPECT_EQ(a.net_socket, b.net_socket);
+  EXPECT_EQ(a.socket_nthreads, b.socket_nthreads);
+  EXPECT_EQ(a.nsocks_perthread, b.nsocks_perthread);
   EXPECT_EQ(a.buffsize, b.buffsize);
   EXPECT_EQ(a.ll_buffsize, b.ll_buffsize);
   EXPECT_EQ(a.ll128_buffsize, b.ll128_buffsize);
@@ -1908,6 +1911,43 @@ TEST(NcclParameters, StructDefaultsAreTheTableDefaults) {
   EXPECT_EQ(a.tuning_tables, b.tuning_tables);
   EXPECT_EQ(a.launch_latency, b.launch_latency);
   EXPECT_EQ(a.hop_latency_factor, b.hop_latency_factor);
+}
+
+TEST(NcclParameters, SocketsAreThreadsTimesSocketsPerThreadAsNcclOpensThem) {
+  // ncclNetSocketGetNsockNthread: threads x sockets per thread, the sockets per thread lowered
+  // to 64 / threads when the product passes 64; no helper thread: the control socket alone.
+  // NCCL_NET names the plugin in any case.
+  const auto read = [](const std::string& yaml) {
+    const ConfigNode root = scenario::load_yaml_text(yaml, "nccl.yaml");
+    return read_nccl(ParamReader(root, nccl_table()), NcclConfig{}, false);
+  };
+  EXPECT_FALSE(read("{}").net_socket);
+  EXPECT_EQ(read("{}").sockets(), 1);
+  const NcclConfig s =
+      read("{NCCL_NET: SOCKET, NCCL_SOCKET_NTHREADS: 2, NCCL_NSOCKS_PERTHREAD: 8}");
+  EXPECT_TRUE(s.net_socket);
+  EXPECT_EQ(s.sockets(), 16);
+  EXPECT_EQ(read("{NCCL_SOCKET_NTHREADS: 16, NCCL_NSOCKS_PERTHREAD: 8}").sockets(), 64);
+  EXPECT_EQ(read("{NCCL_SOCKET_NTHREADS: 0, NCCL_NSOCKS_PERTHREAD: 8}").sockets(), 1);
+  EXPECT_EQ(read("{NCCL_SOCKET_NTHREADS: 3, NCCL_NSOCKS_PERTHREAD: 30}").sockets(), 63);
+}
+
+TEST(NcclBehaviour, OverSocketsNeitherPxnNorCollNet) {
+  // NCCL_NET=Socket: the socket plugin takes host memory only, so no PXN (NCCL refuses host
+  // buffers for it: network edges leave from the sender's own NIC) and no CollNet (a plugin
+  // beside the RDMA transport), whatever NCCL_PXN_DISABLE and NCCL_COLLNET_ENABLE say. (That
+  // its network edges are TCP connections of its sockets: FluidNetwork.NcclOverSockets*.)
+  const fabric::Fabric f = test::fabric_from_yaml(rail_topology(2, 8).substr(10));
+  const std::vector<fabric::NodeId> ranks(f.gpus().begin(), f.gpus().end());
+  NcclConfig cfg;
+  cfg.collnet = true;
+  const OpRunner ib(f, ranks, cfg, 0);
+  EXPECT_TRUE(ib.pxn());
+  EXPECT_TRUE(ib.collnet());
+  cfg.net_socket = true;
+  const OpRunner socket(f, ranks, cfg, 0);
+  EXPECT_FALSE(socket.pxn());
+  EXPECT_FALSE(socket.collnet());
 }
 
 TEST(NcclParameters, BusBandwidthFactorsAreNcclTests) {
@@ -1933,6 +1973,11 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: Rings}", "NCCL_ALGO", "Ring"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 40}", "NCCL_MIN_NCHANNELS",
        "at most 32"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NET: RoCE}", "NCCL_NET", "IB or Socket"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_SOCKET_NTHREADS: 17}",
+       "NCCL_SOCKET_NTHREADS", "from 0 to 16"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NSOCKS_PERTHREAD: 0}",
+       "NCCL_NSOCKS_PERTHREAD", "1"},
       {"collective: allscatter, bytes: 1MiB", "collective", "allreduce"},
   };
   for (const Case& c : cases) {

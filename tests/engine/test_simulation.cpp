@@ -1,6 +1,8 @@
 // The engine: task graphs, connections and QPs, and the ring AllReduce closed form.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "sim/collectives/ring_allreduce.hpp"
@@ -148,6 +150,68 @@ TEST(Connections, SplitModeDividesEveryTransfer) {
   }
   std::sort(bytes.begin(), bytes.end());
   EXPECT_EQ(bytes, (std::vector<int64_t>{2621440, 2621441, 2621441, 2621441}));
+}
+
+/// Posts `transfers` one after another on one connection of `spec` from GPU 0 to GPU 1.
+class Posts final : public Workload {
+ public:
+  Posts(ConnectionSpec spec, std::vector<int64_t> transfers)
+      : Workload("posts"), spec_(spec), transfers_(std::move(transfers)) {}
+  std::string_view type() const override { return "posts"; }
+  void start(Simulation& sim, WorkloadId id) override {
+    c_ = sim.connect(sim.fabric().gpus()[0], sim.fabric().gpus()[1], spec_);
+    on_transfer_done(sim, id, 0);
+  }
+  void on_transfer_done(Simulation& sim, WorkloadId id, uint64_t) override {
+    if (next_ == transfers_.size()) {
+      sim.finish(id);
+      return;
+    }
+    sim.transfer(id, c_, Bytes(transfers_[next_]), next_);
+    ++next_;
+  }
+
+ private:
+  ConnectionSpec spec_;
+  std::vector<int64_t> transfers_;
+  ConnectionId c_ = 0;
+  size_t next_ = 0;
+};
+
+TEST(Connections, ChunkedMessagesGoToTheNextQpsInTurn) {
+  // NCCL's socket plugin over 4 sockets: a message is cut into pieces of max(64 KiB, message /
+  // 4), which go to the next sockets in turn. 128 KiB messages are 2 pieces of 64 KiB, so a
+  // transfer of 5 of them puts pieces on QPs 0,1 | 2,3 | 0,1 | 2,3 | 0,1: 192, 192, 128, 128
+  // KiB. The next transfer, 300 KiB (messages of 128, 128 and 44 KiB), goes on from QP 2:
+  // 2,3 | 0,1 | 2 (44 KiB, one piece): 64, 64, 108, 64 KiB. 1 MiB messages are cut into 4 of
+  // 256 KiB, one on each QP, whatever the position (third transfer, 2 MiB: 512 KiB each).
+  auto r = test::scenario_from_yaml(fmt::format(
+      "topology:{}workloads:\n  - {{type: flows, flows: [{{src: 0, dst: 1, bytes: 1B}}]}}\n",
+      topology(1, 2, 1)));
+  ConnectionSpec spec;
+  spec.qps = 4;
+  spec.mode = QpMode::Chunked;
+  spec.message_bytes = 128 << 10;
+  spec.min_chunk_bytes = 64 << 10;
+  const int64_t kib = 1024;
+  r->sim->add_workload(std::make_unique<Posts>(spec, std::vector<int64_t>{640 * kib, 300 * kib}),
+                       Time{});
+  spec.message_bytes = 1 << 20;
+  r->sim->add_workload(std::make_unique<Posts>(spec, std::vector<int64_t>{2048 * kib}), Time{});
+  r->run();
+  std::map<std::pair<WorkloadId, uint32_t>, std::vector<int64_t>> per_qp;  // in delivery order
+  for (const FlowRecord& f : r->recorder->flows()) {
+    if (f.workload > 0) per_qp[{f.workload, f.qp}].push_back(f.bytes.count());
+  }
+  std::vector<std::vector<int64_t>> first, second;
+  for (const auto& [key, bytes] : per_qp)
+    (key.first == 1 ? first : second).push_back(bytes);
+  EXPECT_EQ(first, (std::vector<std::vector<int64_t>>{{192 * kib, 64 * kib},
+                                                      {192 * kib, 64 * kib},
+                                                      {128 * kib, 108 * kib},
+                                                      {128 * kib, 64 * kib}}));
+  EXPECT_EQ(second, (std::vector<std::vector<int64_t>>{
+                        {512 * kib}, {512 * kib}, {512 * kib}, {512 * kib}}));
 }
 
 TEST(TaskGraph, DelaysAndDependencies) {

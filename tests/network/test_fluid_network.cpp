@@ -425,6 +425,47 @@ TEST(FluidNetwork, CollectivesWithoutCongestionAgreeWithMaxMin) {
   }
 }
 
+/// A ring AllReduce (Ring/Simple) of `bytes` over 2 servers of 8 GPUs under NCCL settings
+/// `nccl`, the hosts' TCP stacks moving at most `host_rate` a connection.
+double nccl_ring_seconds(const std::string& nccl, int64_t bytes) {
+  auto r = test::scenario_from_yaml(fmt::format(R"(
+topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {{gpus: 8, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 16}}
+  spine: {{count: 1}}
+network: {{model: fluid, tcp: {{host_rate: 10Gbps}}}}
+nccl: {{NCCL_ALGO: Ring, NCCL_PROTO: Simple, {}}}
+job: {{ranks: all}}
+workloads:
+  - {{type: nccl, collective: allreduce, bytes: {}B}}
+)",
+                                                nccl, bytes));
+  r->run();
+  return r->recorder->workloads().at(0).end.in_seconds();
+}
+
+TEST(FluidNetwork, NcclOverSocketsMovesEachConnectionOnItsTcpConnections) {
+  // NCCL_NET=Socket: every network edge of NCCL's rings is a connection of TCP sockets, each
+  // bound by its host stack's rate R = 10 Gb/s (1.25 GB/s). 16 channels (two per NIC) each
+  // cross the network twice on 2 servers, so a channel's ring moves at most s R on s sockets
+  // and the bus bandwidth is 16 s R: with the control socket alone (no helper thread, NCCL's
+  // default) 20 GB/s, 128 MiB in 128 MiB x 2 (15/16) / 20 GB/s = 12.58 ms; with 2 threads of 2
+  // sockets 80 GB/s, 3.15 ms. NVLink, the 400G NICs and NCCL's steps are far from binding (a
+  // few percent of latency at this size). RDMA (NCCL_NET=IB) has no such bound.
+  const int64_t bytes = int64_t{128} << 20;
+  const double data = static_cast<double>(bytes) * 2 * 15 / 16;
+  const double one = nccl_ring_seconds("NCCL_NET: Socket", bytes);
+  const double four = nccl_ring_seconds(
+      "NCCL_NET: socket, NCCL_SOCKET_NTHREADS: 2, NCCL_NSOCKS_PERTHREAD: 2", bytes);
+  const double rdma = nccl_ring_seconds("NCCL_NET: IB", bytes);
+  EXPECT_NEAR(one, data / 20e9, 0.1 * data / 20e9);
+  EXPECT_NEAR(four, data / 80e9, 0.1 * data / 80e9);
+  EXPECT_LT(rdma, 0.5 * four);
+}
+
 TEST(FluidNetwork, ReadsItsSectionWithTheDefaultsOfItsConfig) {
   // The table's defaults and FluidConfig's must not drift apart: tests build FluidConfig{}.
   const ConfigNode empty = ConfigNode::map(SourceLocation{}, "network");

@@ -256,7 +256,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
             in.ppn > 2 && nvlink > 0;
   in.nvls_heads = nvls_heads();
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
-  in.collnet = config_.collnet;
+  in.collnet = collnet();
   in.nvswitch = server.nvswitch != fabric::kNone;
   in.pat = config_.pat_enable != 0;
   in.net_overhead_us = config_.net_overhead.value_or(default_net_overhead(server.cpu)).in_us();
@@ -300,6 +300,13 @@ engine::ConnectionId OpRunner::connect(engine::Simulation& sim, const Edge& e, i
   engine::ConnectionSpec spec;
   spec.qps = config_.qps_per_connection;
   spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
+  if (e.network && config_.net_socket) {
+    // NCCL's socket plugin: TCP connections, each message cut into tasks over its sockets.
+    spec.transport = network::Transport::Tcp;
+    spec.qps = static_cast<uint32_t>(config_.sockets());
+    spec.mode = engine::QpMode::Chunked;
+    spec.min_chunk_bytes = kSocketMinChunk;
+  }
   spec.message_bytes = message;
   spec.relay = e.relay;
   spec.port = e.port;
@@ -1048,7 +1055,7 @@ std::pair<int, int> OpRunner::p2p_channels() const {
 OpRunner::Channels OpRunner::channels() const {
   Channels c;
   c.coll = comm_channels();
-  c.collnet = config_.collnet && comm_.nnodes() > 1 ? c.coll : 0;
+  c.collnet = collnet() && comm_.nnodes() > 1 ? c.coll : 0;
   c.nvls = tuning_input(Collective::AllReduce, c.coll).nvls ? nvls_channels() : 0;
   std::tie(c.p2p, c.p2p_per_peer) = p2p_channels();
   return c;
@@ -1324,7 +1331,11 @@ void OpRunner::post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i
                      : t.network  ? p2p_tail_us_
                                   : p2p_nvl_tail_us_;
   const double rtt = (2 * (sim.connection_latency(t.connection).in_us() + hop) + credit_us) * 1e-6;
-  const double per_qp = t.network && config_.split_data_on_qps ? config_.qps_per_connection : 1;
+  // The connection's window, spread over the QPs (sockets) that share each message.
+  const double per_qp = !t.network                  ? 1.0
+                        : config_.net_socket        ? config_.sockets()
+                        : config_.split_data_on_qps ? config_.qps_per_connection
+                                                    : 1.0;
   sim.transfer(id, t.connection, Bytes(t.bytes), tag(kP2p, i), window / rtt / per_qp,
                window / per_qp);
 }

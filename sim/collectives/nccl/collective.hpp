@@ -149,9 +149,14 @@ class OpRunner {
   int comm_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
   /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
+  /// Not over NCCL's sockets: its plugin takes host memory only, and PXN refuses host buffers
+  /// ("PXN should not use host buffers for data", net.cc).
   bool pxn() const {
-    return config_.pxn && (!config_.rccl || comm_.nranks() >= 64) && !comm_.pcie();
+    return config_.pxn && (!config_.rccl || comm_.nranks() >= 64) && !comm_.pcie() &&
+           !config_.net_socket;
   }
+  /// CollNet needs NCCL's CollNet plugin (SHARP) beside its RDMA transport: not over sockets.
+  bool collnet() const { return config_.collnet && !config_.net_socket; }
   /// PXN for rings and chains. RCCL's rings over an xGMI mesh leave each node from the last GPU
   /// of their Hamiltonian path by its own NIC (its rome models' ringBase): PXN, RCCL's default
   /// from 64 ranks on, moves only its point-to-point transfers.

@@ -1,5 +1,6 @@
 #include "sim/collectives/nccl/nccl.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <string>
@@ -117,6 +118,29 @@ constexpr Param kNcclParams[] = {
      .fallback = "0",
      .help = "1: every message is split over all QPs; 0: messages go to the QPs in turn",
      .check = Check::NonNegative},
+    {.key = "NCCL_NET",
+     .type = ParamType::String,
+     .fallback = "IB",
+     .help = "the network NCCL uses between servers, by its plugin's name (any case): IB (its "
+             "RDMA transport, InfiniBand and RoCE) or Socket (TCP through the hosts: each "
+             "connection's data on NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD TCP "
+             "connections in the lossy class, staged in host memory, so neither PXN nor "
+             "CollNet; TCP's own dynamics need network.model: fluid, see network.tcp)"},
+    {.key = "NCCL_SOCKET_NTHREADS",
+     .type = ParamType::Integer,
+     .fallback = "0",
+     .help = "NCCL_NET=Socket: helper threads per connection, each driving "
+             "NCCL_NSOCKS_PERTHREAD sockets; 0 (NCCL's default but on AWS and GCP NICs, "
+             "where it takes 2 and 4): the data goes over the connection's one control socket",
+     .check = Check::NonNegative,
+     .max = 16},
+    {.key = "NCCL_NSOCKS_PERTHREAD",
+     .type = ParamType::Integer,
+     .fallback = "1",
+     .help = "NCCL_NET=Socket: sockets per helper thread (NCCL's default but on AWS NICs, 8); "
+             "threads x sockets at most 64, NCCL lowering the sockets per thread to fit",
+     .check = Check::Positive,
+     .max = 64},
     {.key = "NCCL_BUFFSIZE",
      .type = ParamType::Bytes,
      .help = "buffer per connection for the Simple protocol (8 steps); it also bounds the "
@@ -419,6 +443,12 @@ Bytes NcclConfig::buffer(Protocol p) const {
   return *buffsize;
 }
 
+int NcclConfig::sockets() const {
+  if (socket_nthreads == 0) return 1;  // the control socket
+  const int per_thread = std::min(nsocks_perthread, 64 / socket_nthreads);
+  return socket_nthreads * per_thread;
+}
+
 Time default_net_overhead(fabric::CpuKind cpu) {
   return fabric::is_amd(cpu) ? Time::us(2) : Time::us(1);
 }
@@ -485,6 +515,19 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     c.qps_per_connection = r.integer_as<uint32_t>("NCCL_IB_QPS_PER_CONNECTION");
   }
   if (take("NCCL_IB_SPLIT_DATA_ON_QPS")) c.split_data_on_qps = flag(r, "NCCL_IB_SPLIT_DATA_ON_QPS");
+  if (take("NCCL_NET")) {
+    // NCCL picks the plugin whose name matches, case aside (net.cc).
+    const std::string net = lower(trim(r.string("NCCL_NET")));
+    if (net != "ib" && net != "socket") {
+      r.fail("NCCL_NET", "IB or Socket (NCCL's RDMA transport or its TCP sockets)",
+             r.string("NCCL_NET"));
+    }
+    c.net_socket = net == "socket";
+  }
+  if (take("NCCL_SOCKET_NTHREADS")) c.socket_nthreads = r.integer_as<int>("NCCL_SOCKET_NTHREADS");
+  if (take("NCCL_NSOCKS_PERTHREAD")) {
+    c.nsocks_perthread = r.integer_as<int>("NCCL_NSOCKS_PERTHREAD");
+  }
   if (r.has("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
   if (take("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
   if (take("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");

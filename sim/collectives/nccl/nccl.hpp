@@ -144,6 +144,9 @@ struct NcclConfig {
   std::optional<int> channels_per_net_peer;
   uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
   bool split_data_on_qps = false;      // NCCL_IB_SPLIT_DATA_ON_QPS
+  bool net_socket = false;             // NCCL_NET=Socket (else IB: NCCL's RDMA transport)
+  int socket_nthreads = 0;             // NCCL_SOCKET_NTHREADS
+  int nsocks_perthread = 1;            // NCCL_NSOCKS_PERTHREAD
   std::optional<Bytes> buffsize;       // NCCL_BUFFSIZE (Simple); unset: the host CPU's
   Bytes ll_buffsize{512 << 10};        // NCCL_LL_BUFFSIZE
   Bytes ll128_buffsize{4915200};       // NCCL_LL128_BUFFSIZE
@@ -162,7 +165,15 @@ struct NcclConfig {
   Time proxy_post_latency{};             // proxy's host time per channel's network step
 
   Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)
+  /// NCCL over sockets: the TCP connections that carry a connection's data, as NCCL's socket
+  /// plugin opens them (net_socket.cc ncclNetSocketGetNsockNthread): threads x sockets per
+  /// thread, at most 64 (the sockets per thread lowered to fit); with no helper thread the
+  /// data goes over the connection's control socket, one connection.
+  int sockets() const;
 };
+/// NCCL's socket plugin cuts each message into tasks of at least this many bytes, one per
+/// socket in turn (net_socket.cc MIN_CHUNKSIZE).
+inline constexpr int64_t kSocketMinChunk = 64 << 10;
 
 const ParamTable& nccl_table();
 /// NCCL's host overhead per network step when NCCL_NET_OVERHEAD is unset (getNetOverhead in
