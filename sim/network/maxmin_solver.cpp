@@ -26,12 +26,13 @@ constexpr float kFreeSlot = -1;  // bound_of_ of a slot without a live flow
 
 MaxMinSolver::MaxMinSolver(std::vector<double> link_capacity)
     : links_(link_capacity.size()),
+      fill_(link_capacity.size()),
       extra_weight_(link_capacity.size(), 0.0),
       bounds_(link_capacity.size()) {
   for (size_t l = 0; l < links_.size(); ++l) {
     const double c = link_capacity[l];
     ROCESIM_CHECK(c > 0 && std::isfinite(c), "link capacities must be > 0");
-    links_[l].cap = c;
+    fill_[l].cap = c;
   }
 }
 
@@ -131,7 +132,7 @@ void MaxMinSolver::remove(FlowSlot f) {
 void MaxMinSolver::set_capacity(LinkIndex l, double capacity) {
   ROCESIM_CHECK(l < links_.size(), "link index out of range");
   ROCESIM_CHECK(capacity >= 0 && std::isfinite(capacity), "link capacities must be >= 0");
-  links_[l].cap = capacity;
+  fill_[l].cap = capacity;
   mark_dirty(l);
   capacity_changed_ = true;
 }
@@ -185,7 +186,7 @@ void MaxMinSolver::explore(double tau) {
     comp_links_.push_back(seed);
     for (size_t head = c.link_begin; head < comp_links_.size(); ++head) {
       const LinkIndex l = comp_links_[head];
-      double remaining = links_[l].cap;
+      double remaining = fill_[l].cap;
       double unfixed_w = 0;
       uint32_t unfixed = 0;
       for (const Entry& e : links_[l].flows) {
@@ -209,10 +210,11 @@ void MaxMinSolver::explore(double tau) {
           }
         }
       }
-      links_[l].remaining = std::max(remaining, 0.0);
       links_[l].bounds_valid = false;  // its flows may take new rates in this solve
-      links_[l].unfixed = unfixed;
-      links_[l].unfixed_w = unfixed_w;
+      LinkFill& lf = fill_[l];
+      lf.remaining = std::max(remaining, 0.0);
+      lf.unfixed = unfixed;
+      lf.unfixed_w = unfixed_w;
     }
     c.link_end = static_cast<uint32_t>(comp_links_.size());
     c.flow_end = static_cast<uint32_t>(comp_flows_.size());
@@ -241,7 +243,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     const Flow& x = flows_[f];
     double r = x.cap;
     for (uint32_t i = 0; i < x.nhops; ++i)
-      r = std::min(r, links_[hop(x, i)].remaining / weight(x, i));
+      r = std::min(r, fill_[hop(x, i)].remaining / weight(x, i));
     comp_rate_[x.comp_pos] = r;
     return;
   }
@@ -258,8 +260,8 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   heap.clear();
   for (uint32_t i = c.link_begin; i < c.link_end; ++i) {
     const LinkIndex l = comp_links_[i];
-    if (links_[l].unfixed == 0) continue;
-    heap.push_back({links_[l].remaining / links_[l].unfixed_w, l});
+    if (fill_[l].unfixed == 0) continue;
+    heap.push_back({fill_[l].remaining / fill_[l].unfixed_w, l});
   }
   for (auto i = static_cast<uint32_t>(heap.size() / 2); i-- > 0;)
     sift_down(heap, i);
@@ -283,7 +285,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
     for (uint32_t i = 0; i < x.nhops; ++i) {
       const LinkIndex h = hop(x, i);
       if (h == skip) continue;
-      LinkState& ls = links_[h];
+      LinkFill& ls = fill_[h];
       const double w = weight(x, i);
       ls.remaining = std::max(ls.remaining - r * w, 0.0);
       ls.unfixed_w = --ls.unfixed > 0 ? std::max(ls.unfixed_w - w, 0.0) : 0.0;
@@ -299,7 +301,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
   auto settle = [&] {
     while (!heap.empty()) {
       HeapEntry& top = heap.front();
-      const LinkState& ls = links_[top.link];
+      const LinkFill& ls = fill_[top.link];
       if (ls.unfixed == 0) {
         pop();
         continue;
@@ -345,7 +347,7 @@ void MaxMinSolver::fill(const Component& c, Scratch& scratch) {
       if (flows_[e.flow].mark != epoch_ || comp_rate_[flows_[e.flow].comp_pos] >= 0) continue;
       fix(e.flow, level, l);
     }
-    links_[l].unfixed = 0;
+    fill_[l].unfixed = 0;
   }
 }
 
@@ -370,7 +372,7 @@ void MaxMinSolver::solve(std::vector<FlowSlot>& changed) {
         // The summed weight of the flows on the link: their number plus the excess of weighted
         // ones. Alone, that is this flow's own weight.
         const double total = n == 1 ? weight(x, i) : static_cast<double>(n) + extra_weight_[l];
-        bound = std::min(bound, links_[l].cap / total);
+        bound = std::min(bound, fill_[l].cap / total);
       }
       if (alone) {
         // A new flow that shares no link is a component of its own and its bound is its rate;

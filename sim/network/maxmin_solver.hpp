@@ -105,7 +105,7 @@ class MaxMinSolver {
   double weight(FlowSlot f, uint32_t i) const { return weight(flows_[f], i); }
   size_t active_flows() const { return active_; }
   size_t link_count() const { return links_.size(); }
-  double capacity(LinkIndex l) const { return links_[l].cap; }
+  double capacity(LinkIndex l) const { return fill_[l].cap; }
   /// Capacity the flows on a link currently use, sum of w * rate (checks, utilisation).
   double load(LinkIndex l) const;
 
@@ -223,17 +223,22 @@ class MaxMinSolver {
     uint32_t cap_ = kInline;
   };
 
-  struct alignas(64) LinkState {
-    FlowList flows;  // live flows only (removal swaps with the last)
-    double cap = 0;
-    double remaining = 0;       // capacity left for the unfixed flows of a component
-    double unfixed_w = 0;       // their summed weight
+  // A link's list and marks (what adding and removing flows touch, half a cache line) apart from
+  // its capacity and the fill's state (what a solve reads and writes besides).
+  struct alignas(32) LinkState {
+    FlowList flows;             // live flows only (removal swaps with the last)
     uint32_t mark = 0;          // == epoch_: visited by this solve
-    uint32_t unfixed = 0;       // how many there are
     bool bounds_valid = false;  // bounds_ of the link hold since the last change on it
     bool dirty = false;         // in dirty_links_
   };
-  static_assert(sizeof(LinkState) == 64, "a link is one cache line");
+  static_assert(sizeof(LinkState) == 32, "two links a cache line");
+  struct alignas(32) LinkFill {
+    double cap = 0;
+    double remaining = 0;  // capacity left for the unfixed flows of a component
+    double unfixed_w = 0;  // their summed weight
+    uint32_t unfixed = 0;  // how many there are
+  };
+  static_assert(sizeof(LinkFill) == 32, "two links a cache line");
   struct Component {
     uint32_t link_begin, link_end, flow_begin, flow_end;
   };
@@ -285,6 +290,7 @@ class MaxMinSolver {
   static void sift_down(std::vector<HeapEntry>& heap, uint32_t i);
 
   std::vector<LinkState> links_;
+  std::vector<LinkFill> fill_;        // per link
   std::vector<double> extra_weight_;  // per link: sum of (w - 1) over the weighted flows on it
   std::vector<Bounds> bounds_;        // per link
   // Per flow slot: rate_bound of its rate while live, -1 (matching no entry) when free. Beside
