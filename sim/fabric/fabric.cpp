@@ -275,7 +275,15 @@ void Fabric::validate(const SourceLocation& where) const {
 }
 
 LinkId Fabric::link_from_to(NodeId a, NodeId b) const {
-  for (LinkId l : out_links(a)) {
+  // Both lists are in link id order, so either walk finds the same first link.
+  const std::span<const LinkId> out = out_links(a), in = in_links(b);
+  if (in.size() < out.size()) {
+    for (LinkId l : in) {
+      if (links_[l].src == a) return l;
+    }
+    return kNone;
+  }
+  for (LinkId l : out) {
     if (links_[l].dst == b) return l;
   }
   return kNone;

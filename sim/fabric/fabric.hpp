@@ -220,6 +220,9 @@ class Fabric {
   std::span<const LinkId> in_links(NodeId n) const {
     return {in_.data() + in_begin_[n], in_.data() + in_begin_[n + 1]};
   }
+  /// The link from a to b (the lowest id of parallel ones), or kNone: a walk of the shorter of
+  /// a's out-links and b's in-links (a spine's or leaf's hundreds of ports against a NIC's one).
+  LinkId link_from_to(NodeId a, NodeId b) const;
   const std::string& description() const { return description_; }
 
   /// Link class names ("nic->leaf", "leaf->spine", ...) in order of first appearance.
@@ -272,7 +275,6 @@ class Fabric {
   void build_adjacency();
   void validate(const SourceLocation& where) const;
   void seal_scale_up(const SourceLocation& where);
-  LinkId link_from_to(NodeId a, NodeId b) const;
   void assign_addresses(const SourceLocation& where);
 
   std::vector<Node> nodes_;

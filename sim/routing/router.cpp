@@ -245,9 +245,7 @@ std::unique_ptr<Router> make_pinned(const ParamReader&, const fabric::Fabric& f,
 }  // namespace
 
 fabric::LinkId FabricWalker::link_between(fabric::NodeId a, fabric::NodeId b) const {
-  for (fabric::LinkId l : f_.out_links(a)) {
-    if (f_.link(l).dst == b) return l;
-  }
+  if (const fabric::LinkId l = f_.link_from_to(a, b); l != fabric::kNone) return l;
   throw InternalError(fmt::format("no link from {} to {}", f_.node(a).name, f_.node(b).name));
 }
 
