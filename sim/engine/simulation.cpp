@@ -469,8 +469,13 @@ uint32_t Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathI
   slot_of_handle_[h] = slot;
   if (slot < pipe_legs_.size()) pipe_legs_[slot].clear();
   if (flowlet_timeout_ != Time::infinity()) {
-    for (const network::Route& r : spec.routes)
-      ++qp_busy_[r.qp];
+    // Once per QP, as its completion counts it down (for_each_qp): a sprayed QP's routes are
+    // consecutive.
+    QpIndex last = network::kNoQp;
+    for (const network::Route& r : spec.routes) {
+      if (r.qp != last) ++qp_busy_[r.qp];
+      last = r.qp;
+    }
   }
   return slot;
 }

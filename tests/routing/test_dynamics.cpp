@@ -596,6 +596,18 @@ TEST(Adaptive, SprayingRemovesTheCollisionsOfHashing) {
   }
 }
 
+TEST(Adaptive, ASprayedQpIsSpreadAgainAtEveryBurstAfterAnIdleGap) {
+  // two_waves: each of the 8 connections sends at 0 and again at 1 ms, idle in between. Each QP
+  // is sprayed over the 8 uplinks, and its second flow is a new burst (flowlet_timeout 0), so
+  // all 8 are spread again: 8 flowlets, each to the same union (all uplinks idle then), no
+  // move. (A QP counted busy once per sprayed route but idle once per flow was never spread
+  // again.)
+  const auto run = test::scenario_from_yaml(two_waves("{scheme: adaptive}"));
+  run->run();
+  EXPECT_EQ(run->sim->flowlets(), 8u);
+  EXPECT_EQ(run->sim->flowlet_moves(), 0u);
+}
+
 TEST(MultipathNic, SpraysAQpOverItsEntropiesThroughTheSwitchesHash) {
   // One 10 MB flow between the two racks of a fabric whose leaves have 4 uplinks of 100G to 4
   // spines (NICs 400G). With one path per QP it crosses one uplink: B / C + L. A NIC that sprays
