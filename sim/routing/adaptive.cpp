@@ -1,11 +1,35 @@
 #include "sim/routing/adaptive.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace rocesim::routing {
+namespace {
+
+// Shares sum to 1 in exact arithmetic; make it so in floating point too.
+void normalize(Spread& s) {
+  double sum = 0;
+  for (const double x : s.share)
+    sum += x;
+  for (double& x : s.share)
+    x /= sum;
+}
+
+// The part of a path from switch `first` to switch `last`: [begin, end) of its links.
+std::pair<size_t, size_t> fabric_part(const fabric::Fabric& f, std::span<const fabric::LinkId> p,
+                                      fabric::NodeId first, fabric::NodeId last) {
+  size_t a = 0, b = p.size();
+  while (a < p.size() && f.link(p[a]).src != first)
+    ++a;
+  while (b > a && f.link(p[b - 1]).dst != last)
+    --b;
+  return {a, b};
+}
+
+}  // namespace
 
 AdaptiveRouter::AdaptiveRouter(const fabric::Fabric& f, const AdaptiveConfig& config)
-    : walker_(f), hash_(f, config.ecmp), config_(config), groups_(64) {}
+    : walker_(f), hash_(f, config.ecmp), config_(config) {}
 
 double AdaptiveRouter::spare(fabric::LinkId l) const {
   const double nominal = walker_.fabric().link(l).capacity.bytes_per_second();
@@ -15,33 +39,59 @@ double AdaptiveRouter::spare(fabric::LinkId l) const {
   return std::max(cap - load, config_.min_spare * cap);
 }
 
-void AdaptiveRouter::explore(const RouteRequest& req, std::vector<uint32_t>& prefix, double share,
-                             uint64_t branches, Spread& out) {
-  // Walk with the prefix's choices; at the first choice beyond it, copy the group (the
-  // equal-cost table may grow, and move its storage, on later walks), into a buffer per depth.
+int32_t AdaptiveRouter::build(std::vector<Choice>& tree, const RouteRequest& req,
+                              std::vector<uint32_t>& prefix, fabric::NodeId first,
+                              fabric::NodeId last) {
+  // The walk with the prefix's choices, recording the group at the first choice beyond them.
   const size_t level = prefix.size();
-  ROCESIM_CHECK(level < groups_.size(), "a path with fewer choices than the buffers");
-  std::vector<fabric::LinkId>& group = groups_[level];  // groups_ never grows during a spread
-  group.clear();
+  Choice node;
   size_t depth = 0;
   const bool ok =
       walker_.walk(req, scratch_, [&](fabric::NodeId at, std::span<const fabric::LinkId> hops) {
         const auto n = static_cast<uint32_t>(hops.size());
         if (depth < prefix.size()) return prefix[depth++] % n;
-        if (depth++ == level) group.assign(hops.begin(), hops.end());
+        if (depth++ == level) node.group.assign(hops.begin(), hops.end());
         return hash_.choose(at, req.key, n);
       });
-  if (!ok) return;
-  if (group.empty()) {  // a whole path: every choice fixed
-    out.links.insert(out.links.end(), scratch_.begin(), scratch_.end());
+  if (!ok) return kNoPath;
+  if (node.group.empty() && first == fabric::kNone) {
+    node.segment = scratch_;  // the whole path
+  } else if (node.group.empty()) {
+    const auto [a, b] = fabric_part(walker_.fabric(), scratch_, first, last);
+    node.segment.assign(scratch_.begin() + a, scratch_.begin() + b);
+  } else {
+    node.child.assign(node.group.size(), kUnbuilt);
+  }
+  tree.push_back(std::move(node));
+  ++tree_nodes_;
+  return static_cast<int32_t>(tree.size() - 1);
+}
+
+void AdaptiveRouter::evaluate(std::vector<Choice>& tree, int32_t node, const RouteRequest& req,
+                              std::vector<uint32_t>& prefix, double share, uint64_t branches,
+                              fabric::NodeId first, fabric::NodeId last, Spread& out) {
+  if (node == kNoPath) return;
+  if (tree[node].group.empty()) {
+    const std::vector<fabric::LinkId>& s = tree[node].segment;
+    out.links.insert(out.links.end(), s.begin(), s.end());
     out.begin.push_back(static_cast<uint32_t>(out.links.size()));
     out.share.push_back(share);
     return;
   }
+  // Member i's node, the prefix ending in i: built the first time it is taken (`tree` may
+  // grow, so the node is held by its index).
+  auto child = [&](uint32_t i) {
+    if (tree[node].child[i] == kUnbuilt) {
+      const int32_t c = build(tree, req, prefix, first, last);
+      tree[node].child[i] = c;
+    }
+    return tree[node].child[i];
+  };
+  const size_t members = tree[node].group.size();
   double total = 0, most = -1;
   uint32_t best = 0;
-  for (size_t i = 0; i < group.size(); ++i) {
-    const double w = spare(group[i]);
+  for (size_t i = 0; i < members; ++i) {
+    const double w = spare(tree[node].group[i]);
     total += w;
     if (w > most) {
       most = w;
@@ -49,18 +99,19 @@ void AdaptiveRouter::explore(const RouteRequest& req, std::vector<uint32_t>& pre
     }
   }
   if (total <= 0) return;  // every member down: no path this way
-  if (branches * group.size() > config_.max_paths) {
+  if (branches * members > config_.max_paths) {
     // Too many paths: the member with the most spare capacity takes it all (first on ties).
     prefix.push_back(best);
-    explore(req, prefix, share, branches, out);
+    evaluate(tree, child(best), req, prefix, share, branches, first, last, out);
     prefix.pop_back();
     return;
   }
-  for (size_t i = 0; i < group.size(); ++i) {
-    const double w = spare(group[i]);
+  for (size_t i = 0; i < members; ++i) {
+    const double w = spare(tree[node].group[i]);
     if (w <= 0) continue;
-    prefix.push_back(static_cast<uint32_t>(i));
-    explore(req, prefix, share * w / total, branches * group.size(), out);
+    const auto m = static_cast<uint32_t>(i);
+    prefix.push_back(m);
+    evaluate(tree, child(m), req, prefix, share * w / total, branches * members, first, last, out);
     prefix.pop_back();
   }
 }
@@ -71,10 +122,6 @@ bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
   // QP: within one instant every QP between the same two first-hop switches gets the same
   // fabric part, between its own host links (found by one walk).
   const Time now = view_ != nullptr ? view_->now() : Time::zero();
-  if (now != cache_time_) {
-    cache_.clear();
-    cache_time_ = now;
-  }
   const fabric::NodeId sender = req.sender();
   const bool fabric_path =
       req.via.empty() && (req.through_nics || f.node(sender).server != f.node(req.dst).server);
@@ -82,57 +129,53 @@ bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
   const fabric::NodeId last = fabric_path ? f.first_hop_switch(f.nic_of_gpu(req.dst, req.port)) : 0;
   const uint64_t key = (static_cast<uint64_t>(first) << 32) | last;
   if (fabric_path && first != last) {
-    const auto hit = cache_.find(key);
-    if (hit != cache_.end()) {
-      if (!walker_.walk(req, scratch_, [&](fabric::NodeId at, std::span<const fabric::LinkId> h) {
-            return hash_.choose(at, req.key, static_cast<uint32_t>(h.size()));
-          })) {
-        return false;
-      }
-      // scratch_: host links, fabric links, host links; replace the fabric part.
-      size_t a = 0, b = scratch_.size();
-      while (a < scratch_.size() && f.link(scratch_[a]).src != first)
-        ++a;
-      while (b > a && f.link(scratch_[b - 1]).dst != last)
-        --b;
-      const Spread& seg = hit->second;
-      out.clear();
-      for (size_t i = 0; i < seg.size(); ++i) {
-        out.links.insert(out.links.end(), scratch_.begin(), scratch_.begin() + a);
-        const std::span<const fabric::LinkId> p = seg.path(i);
-        out.links.insert(out.links.end(), p.begin(), p.end());
-        out.links.insert(out.links.end(), scratch_.begin() + b, scratch_.end());
-        out.begin.push_back(static_cast<uint32_t>(out.links.size()));
-        out.share.push_back(seg.share[i]);
-      }
-      return true;
+    constexpr size_t kMaxTreeNodes = size_t{1} << 20;
+    if (tree_nodes_ > kMaxTreeNodes) {
+      pairs_.clear();
+      tree_nodes_ = 0;
     }
+    Pair& pair = pairs_[key];
+    if (pair.at != now) {
+      // This instant's fabric part, read off the pair's choice tree.
+      prefix_.clear();
+      const int32_t root = pair.tree.empty() ? build(pair.tree, req, prefix_, first, last) : 0;
+      pair.spread.clear();
+      evaluate(pair.tree, root, req, prefix_, 1.0, 1, first, last, pair.spread);
+      if (pair.spread.size() == 0) return false;
+      normalize(pair.spread);
+      pair.at = now;
+    }
+    // Between this QP's own host links, found by one walk.
+    if (!walker_.walk(req, scratch_, [&](fabric::NodeId at, std::span<const fabric::LinkId> h) {
+          return hash_.choose(at, req.key, static_cast<uint32_t>(h.size()));
+        })) {
+      return false;
+    }
+    // scratch_: host links, fabric links, host links; replace the fabric part.
+    const auto [a, b] = fabric_part(f, scratch_, first, last);
+    const Spread& seg = pair.spread;
+    out.clear();
+    for (size_t i = 0; i < seg.size(); ++i) {
+      out.links.insert(out.links.end(), scratch_.begin(), scratch_.begin() + a);
+      const std::span<const fabric::LinkId> p = seg.path(i);
+      out.links.insert(out.links.end(), p.begin(), p.end());
+      out.links.insert(out.links.end(), scratch_.begin() + b, scratch_.end());
+      out.begin.push_back(static_cast<uint32_t>(out.links.size()));
+      out.share.push_back(seg.share[i]);
+    }
+    return true;
   }
+  // Inside one leaf, or through given switches: the whole paths, from a tree of this request
+  // alone.
+  std::vector<Choice>& tree = other_;
+  tree.clear();
   out.clear();
   prefix_.clear();
-  explore(req, prefix_, 1.0, 1, out);
+  const int32_t root = build(tree, req, prefix_, fabric::kNone, fabric::kNone);
+  evaluate(tree, root, req, prefix_, 1.0, 1, fabric::kNone, fabric::kNone, out);
+  tree_nodes_ -= tree.size();  // counted by build(), not kept
   if (out.size() == 0) return false;
-  // Shares sum to 1 in exact arithmetic; make it so in floating point too.
-  double sum = 0;
-  for (const double s : out.share)
-    sum += s;
-  for (double& s : out.share)
-    s /= sum;
-  if (fabric_path && first != last) {
-    Spread seg;
-    for (size_t i = 0; i < out.size(); ++i) {
-      const std::span<const fabric::LinkId> p = out.path(i);
-      size_t a = 0, b = p.size();
-      while (a < p.size() && f.link(p[a]).src != first)
-        ++a;
-      while (b > a && f.link(p[b - 1]).dst != last)
-        --b;
-      seg.links.insert(seg.links.end(), p.begin() + a, p.begin() + b);
-      seg.begin.push_back(static_cast<uint32_t>(seg.links.size()));
-      seg.share.push_back(out.share[i]);
-    }
-    cache_.emplace(key, std::move(seg));
-  }
+  normalize(out);
   return true;
 }
 

@@ -32,26 +32,52 @@ class AdaptiveRouter final : public Router {
   bool spread(const RouteRequest& req, Spread& out) override;
   void links_changed() override {
     walker_.set_view(view_);
-    cache_.clear();
+    pairs_.clear();
+    tree_nodes_ = 0;
   }
   Time flowlet_timeout() const override { return Time::zero(); }
 
  private:
   /// Spare capacity of a member link, at least min_spare of its capacity (0 when down).
   double spare(fabric::LinkId l) const;
-  /// Depth-first over the choices: `prefix` fixes the members taken so far.
-  void explore(const RouteRequest& req, std::vector<uint32_t>& prefix, double share,
-               uint64_t branches, Spread& out);
+  /// A QP's paths as the switches' choices make them: a node is either a path (no choice left:
+  /// between two first-hop switches, its fabric segment) or an equal-cost group whose members
+  /// lead to further nodes, each found by a walk the first time a spread takes it. It depends
+  /// on which links are up, not on their loads, so a pair of first-hop switches keeps its tree
+  /// until links_changed(): a spread reads the members' spare capacities along it instead of
+  /// walking the fabric once per path.
+  struct Choice {
+    std::vector<fabric::LinkId> group;    // empty: a path
+    std::vector<fabric::LinkId> segment;  // a path's links (its fabric part, for a pair)
+    std::vector<int32_t> child;           // per member: a node, kUnbuilt or kNoPath
+  };
+  static constexpr int32_t kUnbuilt = -1, kNoPath = -2;
+  /// The node that the walk with `prefix`'s choices reaches (kNoPath when it finds no path),
+  /// appended to `tree`; a path is cut to its part from switch `first` to switch `last`, or
+  /// kept whole when `first` is kNone.
+  int32_t build(std::vector<Choice>& tree, const RouteRequest& req, std::vector<uint32_t>& prefix,
+                fabric::NodeId first, fabric::NodeId last);
+  /// The paths below `node` with their shares: at a group, in proportion to the members' spare
+  /// capacities (depth first, members in order), or all to the best member past max_paths.
+  void evaluate(std::vector<Choice>& tree, int32_t node, const RouteRequest& req,
+                std::vector<uint32_t>& prefix, double share, uint64_t branches,
+                fabric::NodeId first, fabric::NodeId last, Spread& out);
 
   FabricWalker walker_;
   EcmpHash hash_;
   AdaptiveConfig config_;
   std::vector<fabric::LinkId> scratch_;
   std::vector<uint32_t> prefix_;
-  std::vector<std::vector<fabric::LinkId>> groups_;  // explore()'s, by depth
-  // The fabric part (first-hop switch to last) of the spreads of this instant, by switch pair.
-  std::unordered_map<uint64_t, Spread> cache_;
-  Time cache_time_ = Time::infinity();
+  std::vector<Choice> other_;  // the tree of a request not between two first-hop switches
+  /// Between two first-hop switches: the choice tree, and the fabric part of the spread of the
+  /// instant `at` (every QP between them in that instant gets it, between its own host links).
+  struct Pair {
+    std::vector<Choice> tree;
+    Spread spread;
+    Time at = Time::infinity();
+  };
+  std::unordered_map<uint64_t, Pair> pairs_;
+  size_t tree_nodes_ = 0;  // in all trees (bounded: forgotten past a million)
 };
 
 }  // namespace rocesim::routing

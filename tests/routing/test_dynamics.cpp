@@ -197,6 +197,7 @@ class Loads final : public LinkView {
     return it == load_.end() ? 0 : it->second;
   }
   Time now() const override { return now_; }
+  void set(LinkId l, double load) { load_[l] = load; }
   Time now_ = Time::zero();
 
  private:
@@ -581,6 +582,25 @@ TEST(Adaptive, SpreadsAQpOverEveryPathByTheSpareCapacityOfEachHop) {
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(s.path(i)[2], up[i]);  // GPU->NIC, NIC->leaf, the uplink
     EXPECT_NEAR(s.share[i], expected[i], 1e-12);
+  }
+  // Later the loads have moved, the links have not (the router keeps what it found of the
+  // paths between the two leaves): uplink 0 at 0.75 C, the others idle: spares 0.25 C, C, C, C,
+  // shares 0.25/3.25, then 1/3.25 each. Within that instant another QP between the two leaves
+  // (host 1 to host 4) gets the same, between its own host links.
+  view.set(up[0], 0.75 * C);
+  view.set(up[1], 0);
+  view.set(up[2], 0);
+  view.set(up[3], 0);
+  view.now_ = Time::us(2);
+  for (const RouteRequest& r : {req, RouteRequest{f.gpu(1), f.gpu(4), {}, {}}}) {
+    ASSERT_TRUE(router->spread(r, s));
+    ASSERT_EQ(s.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(s.path(i)[2], up[i]);
+      EXPECT_EQ(f.link(s.path(i).front()).src, r.src);
+      EXPECT_EQ(f.link(s.path(i).back()).dst, r.dst);
+      EXPECT_NEAR(s.share[i], (i == 0 ? 0.25 : 1.0) / 3.25, 1e-12);
+    }
   }
 }
 
