@@ -87,33 +87,41 @@ void AdaptiveRouter::evaluate(std::vector<Choice>& tree, int32_t node, const Rou
     }
     return tree[node].child[i];
   };
+  // The members' spare capacities, on a stack that the levels below leave as they found it.
   const size_t members = tree[node].group.size();
+  const size_t base = spares_.size();
   double total = 0, most = -1;
   uint32_t best = 0;
   for (size_t i = 0; i < members; ++i) {
     const double w = spare(tree[node].group[i]);
+    spares_.push_back(w);
     total += w;
     if (w > most) {
       most = w;
       best = static_cast<uint32_t>(i);
     }
   }
-  if (total <= 0) return;  // every member down: no path this way
+  if (total <= 0) {  // every member down: no path this way
+    spares_.resize(base);
+    return;
+  }
   if (branches * members > config_.max_paths) {
     // Too many paths: the member with the most spare capacity takes it all (first on ties).
     prefix.push_back(best);
     evaluate(tree, child(best), req, prefix, share, branches, first, last, out);
     prefix.pop_back();
+    spares_.resize(base);
     return;
   }
   for (size_t i = 0; i < members; ++i) {
-    const double w = spare(tree[node].group[i]);
+    const double w = spares_[base + i];
     if (w <= 0) continue;
     const auto m = static_cast<uint32_t>(i);
     prefix.push_back(m);
     evaluate(tree, child(m), req, prefix, share * w / total, branches * members, first, last, out);
     prefix.pop_back();
   }
+  spares_.resize(base);
 }
 
 bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
@@ -145,21 +153,15 @@ bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
       normalize(pair.spread);
       pair.at = now;
     }
-    // Between this QP's own host links, found by one walk.
-    if (!walker_.walk(req, scratch_, [&](fabric::NodeId at, std::span<const fabric::LinkId> h) {
-          return hash_.choose(at, req.key, static_cast<uint32_t>(h.size()));
-        })) {
-      return false;
-    }
-    // scratch_: host links, fabric links, host links; replace the fabric part.
-    const auto [a, b] = fabric_part(f, scratch_, first, last);
+    // Between this QP's own host links.
+    if (!walker_.ends(req, head_, tail_)) return false;
     const Spread& seg = pair.spread;
     out.clear();
     for (size_t i = 0; i < seg.size(); ++i) {
-      out.links.insert(out.links.end(), scratch_.begin(), scratch_.begin() + a);
+      out.links.insert(out.links.end(), head_.begin(), head_.end());
       const std::span<const fabric::LinkId> p = seg.path(i);
       out.links.insert(out.links.end(), p.begin(), p.end());
-      out.links.insert(out.links.end(), scratch_.begin() + b, scratch_.end());
+      out.links.insert(out.links.end(), tail_.begin(), tail_.end());
       out.begin.push_back(static_cast<uint32_t>(out.links.size()));
       out.share.push_back(seg.share[i]);
     }

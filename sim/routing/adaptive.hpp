@@ -66,7 +66,8 @@ class AdaptiveRouter final : public Router {
   FabricWalker walker_;
   EcmpHash hash_;
   AdaptiveConfig config_;
-  std::vector<fabric::LinkId> scratch_;
+  std::vector<fabric::LinkId> scratch_, head_, tail_;
+  std::vector<double> spares_;  // evaluate()'s, one group per level
   std::vector<uint32_t> prefix_;
   std::vector<Choice> other_;  // the tree of a request not between two first-hop switches
   /// Between two first-hop switches: the choice tree, and the fabric part of the spread of the

@@ -244,6 +244,27 @@ std::unique_ptr<Router> make_pinned(const ParamReader&, const fabric::Fabric& f,
 
 }  // namespace
 
+bool FabricWalker::ends(const RouteRequest& req, std::vector<fabric::LinkId>& head,
+                        std::vector<fabric::LinkId>& tail) const {
+  head.clear();
+  tail.clear();
+  fabric::NodeId sender = req.src;
+  if (req.relay != fabric::kNone && req.relay != req.src) {
+    f_.scale_up_path(req.src, req.relay, head);
+    sender = req.relay;
+  }
+  const fabric::NodeId src_nic = f_.nic_of_gpu(sender, req.port);
+  const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst, req.port);
+  f_.host_path(sender, src_nic, head);
+  const fabric::LinkId uplink = link_between(src_nic, f_.first_hop_switch(src_nic));
+  const fabric::LinkId downlink = link_between(f_.first_hop_switch(dst_nic), dst_nic);
+  if (!usable(uplink) || !usable(downlink)) return false;
+  head.push_back(uplink);
+  tail.push_back(downlink);
+  f_.host_path(dst_nic, req.dst, tail);
+  return true;
+}
+
 fabric::LinkId FabricWalker::link_between(fabric::NodeId a, fabric::NodeId b) const {
   if (const fabric::LinkId l = f_.link_from_to(a, b); l != fabric::kNone) return l;
   throw InternalError(fmt::format("no link from {} to {}", f_.node(a).name, f_.node(b).name));

@@ -128,6 +128,11 @@ class FabricWalker {
   /// take is down or a switch on the way has no next hop.
   template <typename Choose>
   bool walk(const RouteRequest& req, std::vector<fabric::LinkId>& out, Choose&& choose);
+  /// The links of a request that leaves its server through the fabric (no `via`) before its
+  /// first-hop switch (`head`: through the relay, to the NIC, up its cable) and after its last
+  /// (`tail`), as walk() takes them; false when a cable on them is down.
+  bool ends(const RouteRequest& req, std::vector<fabric::LinkId>& head,
+            std::vector<fabric::LinkId>& tail) const;
 
   const fabric::Fabric& fabric() const { return f_; }
   EqualCostTable& equal_cost() { return equal_cost_; }
