@@ -1922,6 +1922,7 @@ TEST(NcclParameters, SocketsAreThreadsTimesSocketsPerThreadAsNcclOpensThem) {
     return read_nccl(ParamReader(root, nccl_table()), NcclConfig{}, false);
   };
   EXPECT_FALSE(read("{}").net_socket);
+  EXPECT_FALSE(read("{NCCL_NET: AWS Libfabric}").net_socket);  // an external plugin: RDMA
   EXPECT_EQ(read("{}").sockets(), 1);
   const NcclConfig s =
       read("{NCCL_NET: SOCKET, NCCL_SOCKET_NTHREADS: 2, NCCL_NSOCKS_PERTHREAD: 8}");
@@ -1973,7 +1974,7 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: Rings}", "NCCL_ALGO", "Ring"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 40}", "NCCL_MIN_NCHANNELS",
        "at most 32"},
-      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NET: RoCE}", "NCCL_NET", "IB or Socket"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NET: ''}", "NCCL_NET", "plugin's name"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_SOCKET_NTHREADS: 17}",
        "NCCL_SOCKET_NTHREADS", "from 0 to 16"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NSOCKS_PERTHREAD: 0}",

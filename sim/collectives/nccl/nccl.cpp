@@ -121,11 +121,12 @@ constexpr Param kNcclParams[] = {
     {.key = "NCCL_NET",
      .type = ParamType::String,
      .fallback = "IB",
-     .help = "the network NCCL uses between servers, by its plugin's name (any case): IB (its "
-             "RDMA transport, InfiniBand and RoCE) or Socket (TCP through the hosts: each "
-             "connection's data on NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD TCP "
-             "connections in the lossy class, staged in host memory, so neither PXN nor "
-             "CollNet; TCP's own dynamics need network.model: fluid, see network.tcp)"},
+     .help = "the network NCCL uses between servers, by its plugin's name (any case): Socket "
+             "(TCP through the hosts: each connection's data on NCCL_SOCKET_NTHREADS x "
+             "NCCL_NSOCKS_PERTHREAD TCP connections in the lossy class, staged in host memory, "
+             "so neither PXN nor CollNet; TCP's own dynamics need network.model: fluid, see "
+             "network.tcp); IB (NCCL's RDMA transport, InfiniBand and RoCE) or the name of an "
+             "external plugin (such as AWS Libfabric): RDMA over the scenario's NICs"},
     {.key = "NCCL_SOCKET_NTHREADS",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -516,11 +517,11 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   }
   if (take("NCCL_IB_SPLIT_DATA_ON_QPS")) c.split_data_on_qps = flag(r, "NCCL_IB_SPLIT_DATA_ON_QPS");
   if (take("NCCL_NET")) {
-    // NCCL picks the plugin whose name matches, case aside (net.cc).
+    // NCCL picks the plugin whose name matches, case aside (net.cc). Another plugin (AWS
+    // Libfabric for EFA, ...) is RDMA over the NICs the scenario describes.
     const std::string net = lower(trim(r.string("NCCL_NET")));
-    if (net != "ib" && net != "socket") {
-      r.fail("NCCL_NET", "IB or Socket (NCCL's RDMA transport or its TCP sockets)",
-             r.string("NCCL_NET"));
+    if (net.empty()) {
+      r.fail("NCCL_NET", "a network plugin's name (IB, Socket or an external plugin's)", "''");
     }
     c.net_socket = net == "socket";
   }
