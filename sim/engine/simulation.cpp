@@ -56,7 +56,15 @@ void Simulation::new_burst(QpIndex q) {
   if (info.path == fabric::kNone || qp_busy_[q] > 0) return;
   if (connections_[info.connection].nvlink || now_ - qp_idle_since_[q] <= flowlet_timeout_) return;
   ++flowlets_;
-  if (!route_qp(q) || same_route(q)) return;  // nowhere to go now, or the same: it stays
+  // A router that can tell its spread has not changed since the QP's (adaptive routing between
+  // two leaves, where every burst is spread again) saves spreading it to compare.
+  const routing::RouteRequest req = request(q);
+  const uint64_t version =
+      nic_sprays(req) ? routing::Router::kNoVersion : router_.spread_version(req);
+  if (version != routing::Router::kNoVersion && version == qp_spread_version_[q]) return;
+  if (!route_qp(q)) return;  // nowhere to go now: it stays
+  qp_spread_version_[q] = version;
+  if (same_route(q)) return;  // the same: it stays
   const routing::PathId from = info.path;
   assign_route(q);
   ++flowlet_moves_;
@@ -104,7 +112,7 @@ void Simulation::apply_link_event(uint32_t i) {
   }
 }
 
-bool Simulation::route_qp(QpIndex qp) {
+routing::RouteRequest Simulation::request(QpIndex qp) const {
   const QpInfo& info = qps_[qp];
   const Connection& c = connections_[info.connection];
   routing::RouteRequest req;
@@ -115,11 +123,20 @@ bool Simulation::route_qp(QpIndex qp) {
   req.relay = c.relay;
   req.port = c.port;
   req.through_nics = c.through_nics;
+  return req;
+}
+
+bool Simulation::nic_sprays(const routing::RouteRequest& req) const {
   // A multipath NIC (EFA's SRD) spreads the QP itself over its entropies, across servers.
-  const uint32_t paths = fabric_.server_of(req.sender()).nic_paths;
-  if (paths > 1 &&
-      (c.through_nics || fabric_.node(req.sender()).server != fabric_.node(c.dst).server)) {
-    return routing::spread_over_entropies(router_, req, paths, spread_, entropy_);
+  return fabric_.server_of(req.sender()).nic_paths > 1 &&
+         (req.through_nics || fabric_.node(req.sender()).server != fabric_.node(req.dst).server);
+}
+
+bool Simulation::route_qp(QpIndex qp) {
+  const routing::RouteRequest req = request(qp);
+  if (nic_sprays(req)) {
+    return routing::spread_over_entropies(router_, req, fabric_.server_of(req.sender()).nic_paths,
+                                          spread_, entropy_);
   }
   return router_.spread(req, spread_);
 }
@@ -404,6 +421,7 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
   connections_.push_back(c);
   if (flowlet_timeout_ != Time::infinity()) {
     qp_busy_.resize(qps_.size(), 0);
+    qp_spread_version_.resize(qps_.size(), routing::Router::kNoVersion);
     qp_idle_since_.resize(qps_.size(), Time::zero());
     qp_last_delivered_.resize(qps_.size(), Time::zero());
   }

@@ -320,6 +320,10 @@ class Simulation {
   };
 
   routing::PathId path_of(QpIndex qp);
+  /// What the router is asked for a QP.
+  routing::RouteRequest request(QpIndex qp) const;
+  /// Whether the request's NIC spreads its QP over entropies itself (a multipath NIC).
+  bool nic_sprays(const routing::RouteRequest& req) const;
   /// Asks the router for a QP's paths into spread_; false when there is none now.
   bool route_qp(QpIndex qp);
   /// Whether spread_ is the QP's current routing.
@@ -416,6 +420,8 @@ class Simulation {
   Time flowlet_timeout_ = Time::infinity();
   std::vector<uint32_t> qp_busy_;
   std::vector<Time> qp_idle_since_, qp_last_delivered_;
+  /// Per QP: the router's version of the spread it was last routed by (kNoVersion: unknown).
+  std::vector<uint64_t> qp_spread_version_;
   uint64_t flowlets_ = 0, flowlet_moves_ = 0, flowlet_reorders_ = 0;
   uint64_t recomputations_ = 0, recompute_qps_ = 0, recompute_flows_ = 0;
   uint32_t workloads_done_ = 0;

@@ -124,38 +124,56 @@ void AdaptiveRouter::evaluate(std::vector<Choice>& tree, int32_t node, const Rou
   spares_.resize(base);
 }
 
-bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
-  const fabric::Fabric& f = walker_.fabric();
+AdaptiveRouter::Pair* AdaptiveRouter::pair_for(const RouteRequest& req) {
   // The spread between two leaves depends on the loads of the fabric links only, not on the
   // QP: within one instant every QP between the same two first-hop switches gets the same
-  // fabric part, between its own host links (found by one walk).
-  const Time now = view_ != nullptr ? view_->now() : Time::zero();
+  // fabric part, between its own host links.
+  const fabric::Fabric& f = walker_.fabric();
   const fabric::NodeId sender = req.sender();
   const bool fabric_path =
       req.via.empty() && (req.through_nics || f.node(sender).server != f.node(req.dst).server);
-  const fabric::NodeId first = fabric_path ? f.first_hop_switch(f.nic_of_gpu(sender, req.port)) : 0;
-  const fabric::NodeId last = fabric_path ? f.first_hop_switch(f.nic_of_gpu(req.dst, req.port)) : 0;
-  const uint64_t key = (static_cast<uint64_t>(first) << 32) | last;
-  if (fabric_path && first != last) {
-    constexpr size_t kMaxTreeNodes = size_t{1} << 20;
-    if (tree_nodes_ > kMaxTreeNodes) {
-      pairs_.clear();
-      tree_nodes_ = 0;
+  if (!fabric_path) return nullptr;
+  const fabric::NodeId first = f.first_hop_switch(f.nic_of_gpu(sender, req.port));
+  const fabric::NodeId last = f.first_hop_switch(f.nic_of_gpu(req.dst, req.port));
+  if (first == last) return nullptr;
+  constexpr size_t kMaxTreeNodes = size_t{1} << 20;
+  if (tree_nodes_ > kMaxTreeNodes) {
+    pairs_.clear();
+    tree_nodes_ = 0;
+    ++epoch_;  // the pairs' versions start again
+  }
+  Pair& pair = pairs_[(static_cast<uint64_t>(first) << 32) | last];
+  const Time now = view_ != nullptr ? view_->now() : Time::zero();
+  if (pair.at != now) {
+    // This instant's fabric part, read off the pair's choice tree; its version moves when it
+    // differs from the last one.
+    prefix_.clear();
+    const int32_t root = pair.tree.empty() ? build(pair.tree, req, prefix_, first, last) : 0;
+    next_.clear();
+    evaluate(pair.tree, root, req, prefix_, 1.0, 1, first, last, next_);
+    normalize(next_);
+    if (next_.links != pair.spread.links || next_.begin != pair.spread.begin ||
+        next_.share != pair.spread.share) {
+      std::swap(next_, pair.spread);
+      ++pair.version;
     }
-    Pair& pair = pairs_[key];
-    if (pair.at != now) {
-      // This instant's fabric part, read off the pair's choice tree.
-      prefix_.clear();
-      const int32_t root = pair.tree.empty() ? build(pair.tree, req, prefix_, first, last) : 0;
-      pair.spread.clear();
-      evaluate(pair.tree, root, req, prefix_, 1.0, 1, first, last, pair.spread);
-      if (pair.spread.size() == 0) return false;
-      normalize(pair.spread);
-      pair.at = now;
-    }
+    pair.at = now;
+  }
+  return &pair;
+}
+
+uint64_t AdaptiveRouter::spread_version(const RouteRequest& req) {
+  const Pair* pair = pair_for(req);
+  if (pair == nullptr || pair->spread.size() == 0) return kNoVersion;
+  return static_cast<uint64_t>(epoch_) << 32 | pair->version;
+}
+
+bool AdaptiveRouter::spread(const RouteRequest& req, Spread& out) {
+  if (Pair* pair = pair_for(req); pair != nullptr) {
+    if (pair->spread.size() == 0) return false;
     // Between this QP's own host links.
     if (!walker_.ends(req, head_, tail_)) return false;
-    const Spread& seg = pair.spread;
+    const Spread& seg = pair->spread;
     out.clear();
     for (size_t i = 0; i < seg.size(); ++i) {
       out.links.insert(out.links.end(), head_.begin(), head_.end());

@@ -30,10 +30,13 @@ class AdaptiveRouter final : public Router {
   /// The path of the QP's largest share (what a single path would be).
   bool route(const RouteRequest& req, std::vector<fabric::LinkId>& out) override;
   bool spread(const RouteRequest& req, Spread& out) override;
+  /// Between two first-hop switches: the pair's epoch and the version of its spread.
+  uint64_t spread_version(const RouteRequest& req) override;
   void links_changed() override {
     walker_.set_view(view_);
     pairs_.clear();
     tree_nodes_ = 0;
+    ++epoch_;
   }
   Time flowlet_timeout() const override { return Time::zero(); }
 
@@ -76,9 +79,15 @@ class AdaptiveRouter final : public Router {
     std::vector<Choice> tree;
     Spread spread;
     Time at = Time::infinity();
+    uint32_t version = 0;  // moves when the spread of an instant differs from the last one
   };
+  /// The pair of first-hop switches a request crosses the fabric between, its spread of this
+  /// instant made; null for a request inside one leaf or through given switches.
+  Pair* pair_for(const RouteRequest& req);
   std::unordered_map<uint64_t, Pair> pairs_;
+  Spread next_;            // pair_for()'s
   size_t tree_nodes_ = 0;  // in all trees (bounded: forgotten past a million)
+  uint32_t epoch_ = 0;     // moves when the pairs are forgotten
 };
 
 }  // namespace rocesim::routing

@@ -81,6 +81,11 @@ class Router {
     out.share.push_back(1.0);
     return true;
   }
+  static constexpr uint64_t kNoVersion = ~uint64_t{0};
+  /// A number that stays the same for as long as spread(req) gives the same paths and shares,
+  /// for a scheme that can tell without spreading (adaptive routing, between two first-hop
+  /// switches); kNoVersion when it cannot, and only spreading again tells.
+  virtual uint64_t spread_version(const RouteRequest& /*req*/) { return kNoVersion; }
   /// The links changed state and routing has converged on the view's new state: forget what
   /// depended on the old one.
   virtual void links_changed() = 0;

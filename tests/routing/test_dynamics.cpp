@@ -587,11 +587,18 @@ TEST(Adaptive, SpreadsAQpOverEveryPathByTheSpareCapacityOfEachHop) {
   // paths between the two leaves): uplink 0 at 0.75 C, the others idle: spares 0.25 C, C, C, C,
   // shares 0.25/3.25, then 1/3.25 each. Within that instant another QP between the two leaves
   // (host 1 to host 4) gets the same, between its own host links.
+  // The version of the pair's spread stays while the spread does (another instant, the same
+  // loads), and moves with it.
+  const uint64_t loaded = router->spread_version(req);
+  EXPECT_NE(loaded, routing::Router::kNoVersion);
+  view.now_ = Time::us(1.5);
+  EXPECT_EQ(router->spread_version(req), loaded);
   view.set(up[0], 0.75 * C);
   view.set(up[1], 0);
   view.set(up[2], 0);
   view.set(up[3], 0);
   view.now_ = Time::us(2);
+  EXPECT_NE(router->spread_version(req), loaded);
   for (const RouteRequest& r : {req, RouteRequest{f.gpu(1), f.gpu(4), {}, {}}}) {
     ASSERT_TRUE(router->spread(r, s));
     ASSERT_EQ(s.size(), 4u);
