@@ -136,7 +136,9 @@ AdaptiveRouter::Pair* AdaptiveRouter::pair_for(const RouteRequest& req) {
   const fabric::NodeId first = f.first_hop_switch(f.nic_of_gpu(sender, req.port));
   const fabric::NodeId last = f.first_hop_switch(f.nic_of_gpu(req.dst, req.port));
   if (first == last) return nullptr;
-  constexpr size_t kMaxTreeNodes = size_t{1} << 20;
+  // About 100 bytes a node: the trees of a large all-to-all are forgotten, and walked again,
+  // rather than grow past some 25 MB.
+  constexpr size_t kMaxTreeNodes = size_t{1} << 18;
   if (tree_nodes_ > kMaxTreeNodes) {
     pairs_.clear();
     tree_nodes_ = 0;

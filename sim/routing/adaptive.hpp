@@ -86,7 +86,7 @@ class AdaptiveRouter final : public Router {
   Pair* pair_for(const RouteRequest& req);
   std::unordered_map<uint64_t, Pair> pairs_;
   Spread next_;            // pair_for()'s
-  size_t tree_nodes_ = 0;  // in all trees (bounded: forgotten past a million)
+  size_t tree_nodes_ = 0;  // in all trees (bounded: forgotten past 2^18)
   uint32_t epoch_ = 0;     // moves when the pairs are forgotten
 };
 
