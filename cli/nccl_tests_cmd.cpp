@@ -149,7 +149,7 @@ int nccl_tests(const NcclTestsCommand& c) {
       // The socket plugin's line as its connections open (only with helper threads).
       if (nc.net_socket && nc.socket_nthreads > 0) {
         log.init.push_back(fmt::format("NET/Socket: Using {} threads and {} sockets per thread",
-                                       nc.socket_nthreads, nc.sockets() / nc.socket_nthreads));
+                                       nc.socket_nthreads, nc.sockets_per_thread()));
       }
     }
     log.tuning = nccl::nccl_debug_subsys(debug_subsys, "TUNING");

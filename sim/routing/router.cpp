@@ -250,6 +250,8 @@ bool FabricWalker::ends(const RouteRequest& req, std::vector<fabric::LinkId>& he
   tail.clear();
   fabric::NodeId sender = req.src;
   if (req.relay != fabric::kNone && req.relay != req.src) {
+    ROCESIM_CHECK(f_.node(req.relay).server == f_.node(req.src).server,
+                  "a relay GPU is on the sender's server");
     f_.scale_up_path(req.src, req.relay, head);
     sender = req.relay;
   }

@@ -161,6 +161,7 @@ class FabricWalker {
   const fabric::Fabric& f_;
   const LinkView* view_ = nullptr;
   EqualCostTable equal_cost_;
+  std::vector<fabric::LinkId> tail_;  // walk()'s
 };
 
 /// A routing scheme: its name (`routing.scheme`), the table the whole `routing` section is read
@@ -199,21 +200,10 @@ bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
     f_.scale_up_path(req.src, req.dst, out);  // through the NVSwitch, or one mesh link
     return true;
   }
-  fabric::NodeId sender = req.src;
-  if (req.relay != fabric::kNone && req.relay != req.src) {
-    ROCESIM_CHECK(f_.node(req.relay).server == s.server, "a relay GPU is on the sender's server");
-    f_.scale_up_path(req.src, req.relay, out);
-    sender = req.relay;
-  }
-  const fabric::NodeId src_nic = f_.nic_of_gpu(sender, req.port);
-  const fabric::NodeId dst_nic = f_.nic_of_gpu(req.dst, req.port);
-  f_.host_path(sender, src_nic, out);
-  fabric::NodeId at = f_.first_hop_switch(src_nic);
   // The host links have no alternative: a NIC whose cable is down is cut off.
-  const fabric::LinkId uplink = link_between(src_nic, at);
-  if (!usable(uplink)) return false;
-  out.push_back(uplink);
-  const fabric::NodeId last = f_.first_hop_switch(dst_nic);
+  if (!ends(req, out, tail_)) return false;
+  fabric::NodeId at = f_.link(out.back()).dst;             // the sender's first-hop switch
+  const fabric::NodeId last = f_.link(tail_.front()).src;  // the receiver's
   auto go_to = [&](fabric::NodeId target) {
     while (at != target) {
       const std::span<const fabric::LinkId> hops = equal_cost_.next_hops(at, target);
@@ -228,10 +218,7 @@ bool FabricWalker::walk(const RouteRequest& req, std::vector<fabric::LinkId>& ou
     if (!go_to(w)) return false;
   }
   if (!go_to(last)) return false;
-  const fabric::LinkId downlink = link_between(last, dst_nic);
-  if (!usable(downlink)) return false;
-  out.push_back(downlink);
-  f_.host_path(dst_nic, req.dst, out);
+  out.insert(out.end(), tail_.begin(), tail_.end());
   return true;
 }
 

@@ -298,14 +298,15 @@ engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e
 
 engine::ConnectionId OpRunner::connect(engine::Simulation& sim, const Edge& e, int64_t message) {
   engine::ConnectionSpec spec;
-  spec.qps = config_.qps_per_connection;
-  spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
   if (e.network && config_.net_socket) {
     // NCCL's socket plugin: TCP connections, each message cut into tasks over its sockets.
     spec.transport = network::Transport::Tcp;
     spec.qps = static_cast<uint32_t>(config_.sockets());
     spec.mode = engine::QpMode::Chunked;
     spec.min_chunk_bytes = kSocketMinChunk;
+  } else {
+    spec.qps = config_.qps_per_connection;
+    spec.mode = config_.split_data_on_qps ? engine::QpMode::Split : engine::QpMode::RoundRobin;
   }
   spec.message_bytes = message;
   spec.relay = e.relay;

@@ -444,10 +444,13 @@ Bytes NcclConfig::buffer(Protocol p) const {
   return *buffsize;
 }
 
+int NcclConfig::sockets_per_thread() const {
+  return socket_nthreads == 0 ? nsocks_perthread : std::min(nsocks_perthread, 64 / socket_nthreads);
+}
+
 int NcclConfig::sockets() const {
   if (socket_nthreads == 0) return 1;  // the control socket
-  const int per_thread = std::min(nsocks_perthread, 64 / socket_nthreads);
-  return socket_nthreads * per_thread;
+  return socket_nthreads * sockets_per_thread();
 }
 
 Time default_net_overhead(fabric::CpuKind cpu) {

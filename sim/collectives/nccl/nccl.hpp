@@ -170,6 +170,8 @@ struct NcclConfig {
   /// thread, at most 64 (the sockets per thread lowered to fit); with no helper thread the
   /// data goes over the connection's control socket, one connection.
   int sockets() const;
+  /// The sockets each helper thread drives (NCCL_NSOCKS_PERTHREAD, lowered to fit the 64).
+  int sockets_per_thread() const;
 };
 /// NCCL's socket plugin cuts each message into tasks of at least this many bytes, one per
 /// socket in turn (net_socket.cc MIN_CHUNKSIZE).
