@@ -48,8 +48,10 @@ metrics::Table rows_table(const nccl::NcclTestsOptions& o, int nranks,
     t.push(t1, r.time_us[1]);
     t.push(a1, r.algbw_GBps[1]);
     t.push(b1, r.busbw_GBps[1]);
-    t.push(algo, std::string(nccl::path_name(o.collective, nranks, r.algorithm)));
-    t.push(proto, std::string(nccl::protocol_name(r.protocol)));
+    t.push(algo,
+           std::string(nccl::path_name(o.collective, nranks, r.algorithm, r.size.size_bytes)));
+    t.push(proto,
+           std::string(nccl::path_protocol_name(o.collective, r.protocol, r.size.size_bytes)));
     t.push(ch, int64_t{r.channels});
     t.push(model, r.nccl_model_us);
   }

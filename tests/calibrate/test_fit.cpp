@@ -232,8 +232,11 @@ TEST(Fit, CrossValidationReportsTheHeldOutRows) {
     (x.train ? train : test)++;
     EXPECT_EQ(x.train, x.size_bytes <= (int64_t{128} << 20));
   }
-  EXPECT_EQ(train, 4u * 13);  // 8 B .. 128 MiB: 13 sizes per table
-  EXPECT_EQ(test, 4u * 1);    // 512 MiB
+  // 8 B .. 128 MiB: 13 sizes per table, less the AllGathers that hold no elements, which NCCL
+  // does not run and the fit leaves out: 8 and 32 B on 16 ranks (fewer than 16 floats), 8 B on
+  // 8 ranks.
+  EXPECT_EQ(train, 4u * 13 - 3);
+  EXPECT_EQ(test, 4u * 1);  // 512 MiB
   size_t checked = 0;
   for (const calibrate::Residual& x : r.residuals) {
     if (x.train || x.nranks != 16) continue;  // 8 ranks: one server, no NIC

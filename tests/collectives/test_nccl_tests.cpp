@@ -257,6 +257,41 @@ TEST(NcclTestsTable, PointToPointTablesLogNoTunersChoice) {
   EXPECT_EQ(text.find("Bytes -> Algo"), std::string::npos);
 }
 
+TEST(NcclTestsSweep, ACollectiveOfNoElementsRunsNothing) {
+  // NCCL returns from a collective of count 0 before it makes a task (enqueue.cc, taskAppend):
+  // no tuner, no kernel. On 16 ranks all_gather_perf's 8, 16 and 32 B hold no float per rank
+  // (size 0): 0 us, algorithm "none", no TUNING line; 64 B (one float a rank) pays its kernel
+  // and its ring, and takes what it takes alone (what ran before does not count). AlltoAll's
+  // point-to-point operations of 0 bytes still launch NCCL's kernel.
+  const Sweep s =
+      sweep({"all_gather_perf", "-b", "8", "-e", "64", "-f", "2", "-n", "1", "-w", "0"});
+  const auto& rows = s.workload->rows();
+  ASSERT_EQ(rows.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i].size.size_bytes, 0);
+    EXPECT_EQ(rows[i].time_us[0], 0.0);
+    EXPECT_EQ(rows[i].time_us[1], 0.0);
+    EXPECT_EQ(path_name(Collective::AllGather, 16, rows[i].algorithm, 0), "none");
+    EXPECT_EQ(path_protocol_name(Collective::AllGather, rows[i].protocol, 0), "none");
+  }
+  const Sweep alone = sweep({"all_gather_perf", "-b", "64", "-e", "64", "-n", "1", "-w", "0"});
+  EXPECT_EQ(rows[3].size.size_bytes, 64);
+  EXPECT_GT(rows[3].time_us[0], 5.0);
+  EXPECT_EQ(rows[3].time_us[0], alone.workload->rows()[0].time_us[0]);
+  std::vector<std::string> names;
+  for (fabric::NodeId g : s.run->job_ranks)
+    names.push_back(s.run->fabric.node(g).name);
+  NcclDebugLog debug{"node0:0:0 [0] NCCL INFO ", {}, true};
+  const std::string text =
+      format_nccl_tests(s.workload->options(), s.workload->rows(), names, "rocesim test", &debug);
+  EXPECT_EQ(text.find("AllGather: 0 Bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("AllGather: 64 Bytes -> Algo"), std::string::npos) << text;
+
+  const Sweep a2a = sweep({"alltoall_perf", "-b", "8", "-e", "8", "-n", "1", "-w", "0"});
+  EXPECT_EQ(a2a.workload->rows()[0].size.size_bytes, 0);
+  EXPECT_GT(a2a.workload->rows()[0].time_us[0], 0.0);
+}
+
 }  // namespace
 }  // namespace rocesim::collectives::nccl
 

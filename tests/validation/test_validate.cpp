@@ -242,6 +242,35 @@ TEST(Validate, ARowSlowerThanTheNextSizeIsFlaggedUnlessNcclsModelSaysSo) {
   EXPECT_TRUE(contains(format_report(r), "a100_p4d_2node_efa: 65536 B")) << format_report(r);
 }
 
+TEST(Validate, RowsOfNoElementsAreListedButNotCompared) {
+  // all_gather_perf -b 8 on 16 ranks: its first row holds no float per rank (printed as size
+  // 0), which NCCL does not run (the measured 0.27 us is the host's call); the row is listed
+  // with the path "none" and no errors, and the band holds the 256 B row alone.
+  const std::string dir = test::temp_dir("validate-noop");
+  const std::string path = write_file(
+      dir, "gather.yaml",
+      "gpu: A100\ncollective: allgather\ntables:\n- name: t\n  total_ranks: 16\n"
+      "  raw_table_verbatim: |4\n"
+      "               0             0     float    none      -1     0.27    0.00    0.00      0"
+      "     0.20    0.00    0.00      0\n"
+      "             256             4     float    none      -1    86.94    0.00    0.00      0"
+      "    86.94    0.00    0.00      0\n");
+  const ValidationReport r = validate(read_measured({path}), scenario_path(), {});
+  ASSERT_EQ(r.tables.size(), 1u);
+  const std::vector<ComparedRow>& rows = r.tables[0].rows;
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(rows[0].noop);
+  EXPECT_EQ(rows[0].algorithm, "none");
+  EXPECT_EQ(rows[0].simulated_time_us, 0.0);
+  EXPECT_TRUE(std::isnan(rows[0].time_error));
+  EXPECT_TRUE(std::isnan(rows[0].roofline_error));
+  EXPECT_FALSE(rows[1].noop);
+  EXPECT_FALSE(std::isnan(rows[1].time_error));
+  ASSERT_FALSE(r.bands.empty());
+  EXPECT_EQ(r.bands[0].rows, 1u);
+  EXPECT_NEAR(r.bands[0].median_abs_time_error, std::abs(rows[1].time_error), 1e-12);
+}
+
 TEST(Validate, TablesAreChosenByNamePrefix) {
   // The AMD file holds three clusters; --tables aac8_ keeps the one-server MI300X table, which
   // the MI300X scenario then compares alone; a prefix no table has is an error naming it.

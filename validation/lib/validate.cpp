@@ -139,13 +139,17 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
                            : 0;
     c.simulated_time_us = sim.time_us[0];
     c.simulated_busbw = sim.busbw_GBps[0];
-    c.time_error = c.measured_time_us > 0
+    c.noop = nccl::is_noop(*collective, sim.size.size_bytes);
+    c.time_error = c.measured_time_us > 0 && !c.noop
                        ? (c.simulated_time_us - c.measured_time_us) / c.measured_time_us
                        : kNaN;
-    c.busbw_error =
-        c.measured_busbw > 0 ? (c.simulated_busbw - c.measured_busbw) / c.measured_busbw : kNaN;
-    c.algorithm = std::string(nccl::path_name(*collective, out.nranks, sim.algorithm));
-    c.protocol = std::string(nccl::protocol_name(sim.protocol));
+    c.busbw_error = c.measured_busbw > 0 && !c.noop
+                        ? (c.simulated_busbw - c.measured_busbw) / c.measured_busbw
+                        : kNaN;
+    c.algorithm =
+        std::string(nccl::path_name(*collective, out.nranks, sim.algorithm, sim.size.size_bytes));
+    c.protocol =
+        std::string(nccl::path_protocol_name(*collective, sim.protocol, sim.size.size_bytes));
     c.channels = sim.channels;
     c.nccl_model_us = sim.nccl_model_us;
     c.tuner_disagrees = !nccl::is_p2p(*collective) && c.nccl_model_us > 0 &&
@@ -156,7 +160,7 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
                              ? static_cast<double>(m.size_bytes) *
                                    nccl::busbw_factor(*collective, out.nranks) / roof_busbw * 1e6
                              : kNaN;
-    c.roofline_error = c.measured_time_us > 0 && roof_busbw > 0
+    c.roofline_error = c.measured_time_us > 0 && roof_busbw > 0 && !c.noop
                            ? (c.roofline_time_us - c.measured_time_us) / c.measured_time_us
                            : kNaN;
     out.rows.push_back(std::move(c));
@@ -218,6 +222,7 @@ void add_bands(ValidationReport& report) {
   for (const ComparedTable& t : report.tables) {
     std::map<std::string_view, std::vector<const ComparedRow*>> by_band;
     for (const ComparedRow& r : t.rows) {
+      if (r.noop) continue;  // NCCL ran nothing: nothing of the model to compare
       by_band[size_band(r.size_bytes)].push_back(&r);
       all[size_band(r.size_bytes)].push_back(&r);
     }

@@ -55,6 +55,10 @@ struct ComparedRow {
   /// of the two do not say so (issue 8's monotonicity: a size may take longer than the next
   /// only as NCCL's model has it).
   bool slower_than_next = false;
+  /// The simulated size holds no elements, so NCCL runs nothing (nccl::is_noop) and the
+  /// measured time is the host's own call: the row is listed, its errors are NaN and it counts
+  /// in no band (nor in a calibration fit).
+  bool noop = false;
 };
 inline constexpr double kTunerDisagreement = 0.2;
 

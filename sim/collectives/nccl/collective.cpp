@@ -350,6 +350,12 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   p2p_.clear();
   p2p_batched_ = false;
   p2p_passes_ = 1;
+  if (is_noop(c, bytes)) {
+    // No elements: NCCL returns before it makes a task (is_noop), so the operation is over as
+    // it is called; launch_data finds nothing to move.
+    sim.timer(id, sim.now(), tag(kLaunch, 0));
+    return;
+  }
   // NCCL's one-rank path (enqueue.cc, taskAppend; RCCL's alike): no tuner and no kernel of its
   // own; out of place a device-to-device copy of the buffer (ncclLaunchOneRank), in place
   // nothing. rocesim's operations are out of place, as nccl-tests' first columns.
@@ -390,8 +396,8 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
                                      choice.protocol, static_cast<double>(bytes));
   }
   if (comm_.nranks() < 2 || bytes <= 0) {
-    // Nothing crosses a link: a rank alone copies in its own memory (below), and an empty
-    // operation still launches NCCL's kernel.
+    // Nothing crosses a link: a rank alone copies in its own memory (below), and a
+    // point-to-point operation of 0 bytes still launches NCCL's kernel.
     running_ = true;
   } else if (is_p2p(c)) {
     plan_p2p(sim, c, bytes, root, imbalance, seed);
@@ -1499,12 +1505,12 @@ class NcclWorkload final : public engine::Workload {
   }
   void trace(std::vector<engine::TraceSpan>& out) const override {
     for (const OpResult& r : ops_) {
-      out.push_back(
-          {name(), "operations",
-           fmt::format("{} {} B {}/{}", collective_name(r.collective), r.bytes,
-                       path_name(r.collective, runner_.communicator().nranks(), r.algorithm),
-                       protocol_name(r.protocol)),
-           r.start, r.end});
+      out.push_back({name(), "operations",
+                     fmt::format("{} {} B {}/{}", collective_name(r.collective), r.bytes,
+                                 path_name(r.collective, runner_.communicator().nranks(),
+                                           r.algorithm, r.bytes),
+                                 path_protocol_name(r.collective, r.protocol, r.bytes)),
+                     r.start, r.end});
     }
   }
   void figures(engine::WorkloadFigures& out, Time) const override {
@@ -1527,8 +1533,9 @@ class NcclWorkload final : public engine::Workload {
     out.add("channels", ops_.front().channels);
     out.add("nccl_model_us", ops_.front().model_us);
     out.note("collective", std::string(collective_name(collective_)));
-    out.note("algorithm", std::string(path_name(collective_, n, ops_.front().algorithm)));
-    out.note("protocol", std::string(protocol_name(ops_.front().protocol)));
+    const OpResult& first = ops_.front();
+    out.note("algorithm", std::string(path_name(collective_, n, first.algorithm, first.bytes)));
+    out.note("protocol", std::string(path_protocol_name(collective_, first.protocol, first.bytes)));
     // The summary's flows and bytes columns are the engine's: say what they are here (the
     // text fits results.h5's 48-character notes).
     const Algorithm a = ops_.front().algorithm;

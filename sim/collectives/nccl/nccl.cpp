@@ -289,8 +289,17 @@ std::string_view protocol_name(Protocol p) {
   return "?";
 }
 
-std::string_view path_name(Collective c, int nranks, Algorithm a) {
+bool is_noop(Collective c, int64_t bytes) {
+  return bytes == 0 && !is_p2p(c);
+}
+
+std::string_view path_protocol_name(Collective c, Protocol p, int64_t bytes) {
+  return is_noop(c, bytes) ? "none" : protocol_name(p);
+}
+
+std::string_view path_name(Collective c, int nranks, Algorithm a, int64_t bytes) {
   if (is_p2p(c)) return "p2p";
+  if (is_noop(c, bytes)) return "none";
   return nranks == 1 ? "copy" : algorithm_name(a);
 }
 

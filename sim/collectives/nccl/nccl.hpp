@@ -69,10 +69,17 @@ enum class Protocol : uint8_t { LL, LL128, Simple };  // idem
 std::string_view collective_name(Collective c);
 std::string_view algorithm_name(Algorithm a);
 std::string_view protocol_name(Protocol p);
-/// How an operation ran, as tables print it: "p2p" for the point-to-point collectives, "copy"
-/// for another collective on one rank (NCCL's one-rank path runs no algorithm), else the
+/// How an operation of `bytes` ran, as tables print it: "p2p" for the point-to-point
+/// collectives, "none" for another collective of no elements (NCCL returns before it makes a
+/// task), "copy" for one on one rank (NCCL's one-rank path runs no algorithm), else the
 /// algorithm's name.
-std::string_view path_name(Collective c, int nranks, Algorithm a);
+std::string_view path_name(Collective c, int nranks, Algorithm a, int64_t bytes);
+/// NCCL does nothing for a collective of no elements (enqueue.cc, taskAppend: "if (info->count
+/// == 0 && info->coll != ncclFuncSend && info->coll != ncclFuncRecv) return ncclSuccess"): no
+/// tuner, no kernel, no copy on one rank. Point-to-point operations of 0 bytes still run.
+bool is_noop(Collective c, int64_t bytes);
+/// The protocol as tables print it: "none" where path_name says "none", else its name.
+std::string_view path_protocol_name(Collective c, Protocol p, int64_t bytes);
 std::optional<Collective> parse_collective(std::string_view s);
 
 /// The algorithms (bit 1 << Algorithm) or protocols (bit 1 << Protocol) NCCL may use, per

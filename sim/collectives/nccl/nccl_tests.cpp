@@ -338,8 +338,9 @@ void NcclTestsWorkload::advance(engine::Simulation& sim, engine::WorkloadId id) 
   spans_.push_back(
       {name(), place_ == 0 ? "out of place" : "in place",
        fmt::format("{} {} B x {} ({}/{})", options_.test, row.size.size_bytes, options_.iters,
-                   path_name(options_.collective, runner_.communicator().nranks(), row.algorithm),
-                   protocol_name(row.protocol)),
+                   path_name(options_.collective, runner_.communicator().nranks(), row.algorithm,
+                             row.size.size_bytes),
+                   path_protocol_name(options_.collective, row.protocol, row.size.size_bytes)),
        phase_start_, sim.now()});
   const double us = (sim.now() - phase_start_).in_us() / options_.iters;
   row.time_us[place_] = us;
@@ -499,8 +500,9 @@ std::string format_nccl_tests(const NcclTestsOptions& o, const std::vector<NcclT
   out += nccl_tests_column_header();
   const bool tuning = log != nullptr && log->tuning && !is_p2p(o.collective);
   for (const NcclTestsRow& r : rows) {
-    // NCCL logs its tuner's choice and its own estimate as it launches the size.
-    if (tuning) {
+    // NCCL logs its tuner's choice and its own estimate as it launches the size (none for a
+    // size of no elements, which it does not launch).
+    if (tuning && !is_noop(o.collective, r.size.size_bytes)) {
       out +=
           fmt::format("{}{}: {} Bytes -> Algo {} proto {} channels {} time {:.6f}\n", log->prefix,
                       nccl_func_name(o.collective), r.size.size_bytes, nccl_algo_name(r.algorithm),
