@@ -499,7 +499,9 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     if (!run->nccl.buffsize) {
       computed.emplace_back(
           "NCCL_BUFFSIZE",
-          fmt::format("{}MiB", collectives::nccl::default_buffsize(cpu).count() >> 20));
+          fmt::format(
+              "{}MiB",
+              collectives::nccl::default_buffsize(cpu, run->nccl.tuning_tables).count() >> 20));
     }
     sink.record(nccl.effective(computed));
   }

@@ -922,25 +922,28 @@ TEST(NcclClosedForm, AChainSendsItsFirstWindowAtOnceAndLaterOnesPerRoundTrip) {
   EXPECT_NEAR(w.seconds, 31 * l, 2e-9);
 }
 
-TEST(NcclClosedForm, ArmHostsHaveNcclsSmallerSimpleBuffer) {
-  // NCCL sizes Simple's buffer by the host CPU (init.cc computeBuffSizes): 1 MiB on Arm
-  // (DEFAULT_BUFFSIZE_ARM), 4 MiB otherwise. The Broadcast above on Arm hosts, NCCL_BUFFSIZE
-  // unset: W = 1 MiB, so D / W - 1 = 3 windows wait a round trip 2L each, then the last byte's
-  // hop: (D - W) 2L / W + L = 7 L (each window of 1 MiB leaves in 43 us, within 2L). Setting
-  // NCCL_BUFFSIZE = 1 MiB on x86 hosts gives the same; on x86 by default W = 4 MiB = D, no
-  // window waits, and the two channels share the NIC: S / B + L.
+TEST(NcclClosedForm, ArmHostsHadASmallerSimpleBufferBeforeNccl219) {
+  // NCCL sized Simple's buffer by the host CPU until 2.19 (init.cc computeBuffSizes: 1 MiB on
+  // Arm, DEFAULT_BUFFSIZE_ARM); from 2.19 on every host has 4 MiB. The Broadcast above on Arm
+  // hosts with NCCL 2.8's tables, NCCL_BUFFSIZE unset: W = 1 MiB, so D / W - 1 = 3 windows wait
+  // a round trip 2L each, then the last byte's hop: (D - W) 2L / W + L = 7 L (each window of
+  // 1 MiB leaves in 43 us, within 2L). Setting NCCL_BUFFSIZE = 1 MiB on x86 hosts gives the
+  // same; by default on x86, and on Arm with the newest tables, W = 4 MiB = D, no window
+  // waits, and the two channels share the NIC: S / B + L.
   const double l = 2 * kP + 2 * 25e-6 + kF;
   std::string topo = rail_topology(2, 1);
   topo.replace(topo.find("nic_link_latency: 100ns"), 23, "nic_link_latency: 25us");
   std::string arm = topo;
   arm.replace(arm.find("pcie_latency: 500ns,"), 20, "pcie_latency: 500ns, cpu: arm,");
   const std::string w = "collective: broadcast, bytes: 8MiB";
-  const Figures on_arm = run_one(arm, kNoNcclLatency, w);
-  EXPECT_NEAR(on_arm.seconds, 7 * l, 2e-9);
+  const Figures arm_28 = run_one(arm, kNoNcclLatency, w + ", nccl: {tuning_tables: '2.8.3'}");
+  EXPECT_NEAR(arm_28.seconds, 7 * l, 2e-9);
   const Figures set = run_one(topo, kNoNcclLatency, w + ", nccl: {NCCL_BUFFSIZE: 1MiB}");
-  EXPECT_NEAR(set.seconds, on_arm.seconds, 1e-12);
+  EXPECT_NEAR(set.seconds, arm_28.seconds, 1e-12);
   const Figures x86 = run_one(topo, kNoNcclLatency, w);
   EXPECT_NEAR(x86.seconds, 8 * kMiB / kB + l, 2e-9);
+  const Figures arm_newest = run_one(arm, kNoNcclLatency, w);
+  EXPECT_NEAR(arm_newest.seconds, x86.seconds, 1e-12);
 }
 
 TEST(NcclClosedForm, CreditLatencyLengthensTheAdmissionRoundTrip) {

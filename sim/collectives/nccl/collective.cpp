@@ -120,7 +120,8 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   // NCCL's buffers as its init sizes them (computeBuffSizes): Simple's by the host CPU unless
   // set, and the point-to-point chunks within an eighth of it (NCCL_STEPS of them fill it).
   if (!config_.buffsize)
-    config_.buffsize = default_buffsize(f_.server_of(comm_.ranks().front()).cpu);
+    config_.buffsize =
+        default_buffsize(f_.server_of(comm_.ranks().front()).cpu, config_.tuning_tables);
   const Bytes step_bound(config_.buffsize->count() / kNcclSteps);
   config_.p2p_net_chunksize = std::min(config_.p2p_net_chunksize, step_bound);
   config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);

@@ -145,8 +145,9 @@ constexpr Param kNcclParams[] = {
     {.key = "NCCL_BUFFSIZE",
      .type = ParamType::Bytes,
      .help = "buffer per connection for the Simple protocol (8 steps); it also bounds the "
-             "point-to-point chunks to an eighth of it (default: NCCL's for the servers' "
-             "node.cpu, 4MiB, 1MiB on Arm hosts; the effective scenario records the value used)",
+             "point-to-point chunks to an eighth of it (default: NCCL's, 4MiB; 1MiB on Arm "
+             "hosts (node.cpu) with tuning_tables 2.8.3, as NCCL before 2.19; the effective "
+             "scenario records the value used)",
      .check = Check::Positive,
      .optional = true},
     {.key = "NCCL_LL_BUFFSIZE",
@@ -466,8 +467,8 @@ Time default_net_overhead(fabric::CpuKind cpu) {
   return fabric::is_amd(cpu) ? Time::us(2) : Time::us(1);
 }
 
-Bytes default_buffsize(fabric::CpuKind cpu) {
-  return Bytes(cpu == fabric::CpuKind::Arm ? 1 << 20 : 4 << 20);
+Bytes default_buffsize(fabric::CpuKind cpu, std::string_view tuning_tables) {
+  return Bytes(cpu == fabric::CpuKind::Arm && tuning_tables == "2.8.3" ? 1 << 20 : 4 << 20);
 }
 
 const ParamTable& nccl_table() {
