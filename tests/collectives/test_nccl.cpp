@@ -315,6 +315,26 @@ TEST(NcclClosedForm, AllToAllOnANonBlockingFabric) {
   EXPECT_NEAR(w["busbw_GBps"], s / expected * 31 / 32 * 1e-9, 1e-6);
 }
 
+TEST(NcclClosedForm, APointToPointTailIsNcclsHopLatencyBeyondItsReferenceWire) {
+  // Send/Recv of S = 8 B between two single-GPU servers, no launch latency. A network hop costs
+  // L + t_tail: the path's latency and NCCL's Ring/Simple network hop, 14 us (hwLat, the newest
+  // table), less the wire of NCCL's reference hop, which L already holds (GPU -> PCIe -> NIC ->
+  // one switch -> NIC -> PCIe -> GPU = kLnet, as a pipeline step's cost; set_step_costs). The
+  // pair's window of 8 chunks of 128 KiB per round trip caps its rate at 8 x 128 KiB / (2 H),
+  // H = L + t_tail, and the operation ends t_tail after the last byte arrives: T = S / cap + H.
+  // On one rail's leaf L = kLnet, so H = 14 us; across two racks the path adds two switch cables
+  // and a spine, H = 14 + 2 x 1 + 3 + 0.6 us.
+  const std::string nccl = "nccl: {launch_latency: 0s}\n";
+  const std::string w = "collective: sendrecv, bytes: 8B";
+  const auto expected = [](double hop) { return 8 / (8 * 131072 / (2 * hop)) + hop; };
+  const Figures leaf = run_one(rail_topology(2, 1), nccl, w);
+  EXPECT_NEAR(leaf.seconds, expected(14e-6), 2e-12);
+  std::string racks = rack_topology(2, 1);
+  racks.replace(racks.find("racks: 1\n  nodes_per_rack: 2"), 27, "racks: 2\n  nodes_per_rack: 1");
+  const Figures spine = run_one(racks, nccl, w);
+  EXPECT_NEAR(spine.seconds, expected(14e-6 + 2e-6 + 3e-6 + 0.6e-6), 2e-12);
+}
+
 TEST(NcclClosedForm, GatherIsBoundByTheRootsNic) {
   // Gather of S = 256 MiB to rank 0: each rank sends S/32. The 24 remote ranks' data arrives
   // through the root server's rail-0 NIC (PXN puts it on rail 0 at the sender's server):

@@ -1026,14 +1026,18 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     default:
       ROCESIM_CHECK(false, "not a point-to-point collective");
   }
-  // NCCL's hop latency for Simple: the cost of a peer's last chunk being noticed and
-  // completed, paid once at the end; the network one when any pair crosses servers.
-  p2p_tail_us_ =
-      config_.hop_latency_factor *
-      step_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, true);
-  p2p_nvl_tail_us_ =
-      config_.hop_latency_factor *
-      step_latency_us(tables_, tuning_input(c, 1), Algorithm::Ring, Protocol::Simple, false);
+  // NCCL's hop latency for Simple beyond its reference wire, as a pipeline step's (see
+  // set_step_costs; the transfer's own wire is in its delivery): the cost of a peer's last
+  // chunk being noticed and completed, paid once at the end, and on each round trip of a
+  // pair's window; the network one when any pair crosses servers.
+  const TuningInput in = tuning_input(c, 1);
+  const auto beyond_wire = [&](bool network, double reference_us) {
+    return std::max(0.0, config_.hop_latency_factor * step_latency_us(tables_, in, Algorithm::Ring,
+                                                                      Protocol::Simple, network) -
+                             reference_us);
+  };
+  p2p_tail_us_ = beyond_wire(true, ref_net_us_);
+  p2p_nvl_tail_us_ = beyond_wire(false, ref_nvlink_us_);
   const bool any_network =
       std::any_of(p2p_.begin(), p2p_.end(), [](const P2pTransfer& t) { return t.network; });
   if (!any_network) p2p_tail_us_ = p2p_nvl_tail_us_;
