@@ -206,6 +206,36 @@ TEST(NcclLayout, RingsStayOnTheirRailWithPxnAndCrossRailsWithout) {
   }
 }
 
+TEST(NcclLayout, ANodeWithFewerRanksSpreadsItsChannelsOverItsOwnNics) {
+  // 2 servers x 8 GPUs, a communicator of 12 ranks: all 8 GPUs of server 0, GPUs 0-3 of server
+  // 1. Ring channel c enters server 1 at its GPU on rail c mod 8 where it has one, else on rail
+  // c mod 4 (the ranks it has, in turn): each of its 4 GPUs is the entry of 4 of the 16
+  // channels, so its 4 NICs receive 4 channels' network edges each (before, every channel of
+  // rails 4-7 entered at GPU 0: its NIC received 10 of the 16). With PXN the sender's relay is
+  // on the receiver's rail: server 0's NICs 0-3 send 4 each.
+  const fabric::Fabric f = test::fabric_from_yaml(rail_topology(2, 8).substr(10));
+  std::vector<fabric::NodeId> ranks;
+  for (fabric::NodeId g = 0; g < f.node_count(); ++g)
+    if (f.node(g).kind == fabric::NodeKind::Gpu && (f.node(g).server == 0 || ranks.size() < 12))
+      ranks.push_back(g);
+  ASSERT_EQ(ranks.size(), 12u);
+  const Communicator comm(f, ranks);
+  ASSERT_EQ(comm.nnodes(), 2);
+  std::map<int, int> received, sent;  // server 1's receiving rail, server 0's sending rail
+  for (int c = 0; c < 16; ++c) {
+    for (const Edge& e : comm.ring(c, true)) {
+      if (!e.network) continue;
+      const fabric::NodeId sender = e.relay == fabric::kNone ? e.src : e.relay;
+      if (f.node(e.dst).server == 1) {
+        ++received[comm.rail_of(e.dst)];
+        ++sent[comm.rail_of(sender)];
+      }
+    }
+  }
+  EXPECT_EQ(received, (std::map<int, int>{{0, 4}, {1, 4}, {2, 4}, {3, 4}}));
+  EXPECT_EQ(sent, received);
+}
+
 TEST(NcclLayout, EachNicServesOneChannelOfEachTree) {
   // NCCL duplicates its channels and gives the copies the second tree of the double binary
   // tree: with 8 NICs, channels 0-7 use tree 0 and 8-15 tree 1, so channel c and c + 8 share

@@ -143,10 +143,14 @@ int Communicator::rail_of(fabric::NodeId gpu) const {
 }
 
 fabric::NodeId Communicator::rail_gpu(int node, int rail) const {
-  for (fabric::NodeId g : nodes_[node]) {
-    if (rail_of(g) <= rail && rail < rail_of(g) + nics_per_gpu_) return g;
+  const std::vector<fabric::NodeId>& g = nodes_[static_cast<size_t>(node)];
+  for (fabric::NodeId x : g) {
+    if (rail_of(x) <= rail && rail < rail_of(x) + nics_per_gpu_) return x;
   }
-  return nodes_[node].front();
+  // A node holding fewer of the communicator's ranks than it has rails (4 GPUs of a server in
+  // a job of 8-GPU servers) takes the rails of the ranks it has in turn, as NCCL's search
+  // spreads a node's channels over its own NICs: not all on its first GPU's NIC.
+  return g[static_cast<size_t>(rail / nics_per_gpu_) % g.size()];
 }
 
 namespace {

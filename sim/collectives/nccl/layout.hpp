@@ -99,7 +99,8 @@ class Communicator {
   bool mesh() const { return mesh_; }
   /// The servers' GPUs reach each other over PCIe only (scale_up: pcie).
   bool pcie() const { return pcie_; }
-  /// The GPU of node k on rail r (its first GPU if none of its GPUs is on that rail).
+  /// The GPU of node k on rail r; where none of its ranks is on that rail, its ranks' rails in
+  /// turn (rail / NICs per GPU, modulo its ranks).
   fabric::NodeId rail_gpu(int node, int rail) const;
 
   /// GPUs of a channel's ring in ring order (all ranks): each node's GPUs in the channel's
