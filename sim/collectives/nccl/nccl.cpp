@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/collectives/nccl/tuning.hpp"
 #include "sim/core/error.hpp"
 
 namespace rocesim::collectives::nccl {
@@ -467,8 +468,8 @@ Time default_net_overhead(fabric::CpuKind cpu) {
   return fabric::is_amd(cpu) ? Time::us(2) : Time::us(1);
 }
 
-Bytes default_buffsize(fabric::CpuKind cpu, std::string_view tuning_tables) {
-  return Bytes(cpu == fabric::CpuKind::Arm && tuning_tables == "2.8.3" ? 1 << 20 : 4 << 20);
+Bytes default_buffsize(fabric::CpuKind cpu, std::string_view release) {
+  return Bytes(cpu == fabric::CpuKind::Arm && tuning_tables(release).nccl28 ? 1 << 20 : 4 << 20);
 }
 
 const ParamTable& nccl_table() {

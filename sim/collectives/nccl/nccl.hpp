@@ -191,7 +191,7 @@ Time default_net_overhead(fabric::CpuKind cpu);
 /// NCCL's Simple buffer when NCCL_BUFFSIZE is unset (init.cc computeBuffSizes): 4 MiB; 1 MiB on
 /// Arm hosts in the releases that had DEFAULT_BUFFSIZE_ARM (before 2.19: of the tables here,
 /// `tuning_tables` 2.8.3), not in later ones, whose computeBuffSizes no longer reads the CPU.
-Bytes default_buffsize(fabric::CpuKind cpu, std::string_view tuning_tables);
+Bytes default_buffsize(fabric::CpuKind cpu, std::string_view release);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
 /// included, or with `only_written` just the keys the section names (a workload's overrides).
 NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);
