@@ -262,7 +262,9 @@ TEST(NcclTestsSweep, ACollectiveOfNoElementsRunsNothing) {
   // no tuner, no kernel. On 16 ranks all_gather_perf's 8, 16 and 32 B hold no float per rank
   // (size 0): 0 us, algorithm "none", no TUNING line; 64 B (one float a rank) pays its kernel
   // and its ring, and takes what it takes alone (what ran before does not count). AlltoAll's
-  // point-to-point operations of 0 bytes still launch NCCL's kernel.
+  // point-to-point operations of 0 bytes still run: every pair exchanges an empty message (one
+  // byte on the wire here), so its size-0 rows take what 64 B (one float a pair) takes, to a
+  // few bytes' serialization.
   const Sweep s =
       sweep({"all_gather_perf", "-b", "8", "-e", "64", "-f", "2", "-n", "1", "-w", "0"});
   const auto& rows = s.workload->rows();
@@ -287,9 +289,13 @@ TEST(NcclTestsSweep, ACollectiveOfNoElementsRunsNothing) {
   EXPECT_EQ(text.find("AllGather: 0 Bytes"), std::string::npos) << text;
   EXPECT_NE(text.find("AllGather: 64 Bytes -> Algo"), std::string::npos) << text;
 
-  const Sweep a2a = sweep({"alltoall_perf", "-b", "8", "-e", "8", "-n", "1", "-w", "0"});
+  const Sweep a2a =
+      sweep({"alltoall_perf", "-b", "8", "-e", "64", "-f", "8", "-n", "1", "-w", "0"});
+  ASSERT_EQ(a2a.workload->rows().size(), 2u);
   EXPECT_EQ(a2a.workload->rows()[0].size.size_bytes, 0);
-  EXPECT_GT(a2a.workload->rows()[0].time_us[0], 0.0);
+  EXPECT_EQ(a2a.workload->rows()[1].size.size_bytes, 64);
+  EXPECT_GT(a2a.workload->rows()[0].time_us[0], 5.0);
+  EXPECT_NEAR(a2a.workload->rows()[0].time_us[0], a2a.workload->rows()[1].time_us[0], 1e-3);
 }
 
 }  // namespace

@@ -396,9 +396,8 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     result_.model_us = model_time_us(tables_, tuning_input(c, comm_channels()), choice.algorithm,
                                      choice.protocol, static_cast<double>(bytes));
   }
-  if (comm_.nranks() < 2 || bytes <= 0) {
-    // Nothing crosses a link: a rank alone copies in its own memory (below), and a
-    // point-to-point operation of 0 bytes still launches NCCL's kernel.
+  if (comm_.nranks() < 2) {
+    // Nothing crosses a link: a rank alone copies in its own memory (below).
     running_ = true;
   } else if (is_p2p(c)) {
     plan_p2p(sim, c, bytes, root, imbalance, seed);
@@ -967,7 +966,11 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
   std::vector<uint32_t> rounds;
   std::vector<uint8_t> part_of;
   auto add = [&](int i, int j, int64_t b) {
-    if (b <= 0 || i == j) return;
+    if (i == j) return;
+    // An empty message still goes to its peer (NCCL schedules a send of no bytes as any other,
+    // and its receiver completes only once it has arrived): one byte stands for its packet of
+    // headers, which a flow cannot carry empty.
+    b = std::max<int64_t>(b, 1);
     // In a communicator across servers NCCL spreads each operation, over the network or
     // NVLink, over as many channels as p2p_parts says, each with its own connection (and QPs).
     const std::vector<fabric::NodeId>& r = comm_.ranks();
