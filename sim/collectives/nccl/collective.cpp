@@ -316,18 +316,23 @@ engine::ConnectionId OpRunner::connect(engine::Simulation& sim, const Edge& e, i
   return sim.connect(e.src, e.dst, spec);
 }
 
-void OpRunner::set_step_costs() {
+double OpRunner::beyond_wire_us(const TuningInput& in, Algorithm a, Protocol p,
+                                bool network) const {
   // NCCL's hwLat is the measured cost of a pipeline step between GPUs of NCCL's reference
   // system, wire included: one NVLink domain inside a server, one switch between servers. What
   // it adds to a hop beyond its own wire is therefore hwLat less the reference wire; a longer
   // path (more switches, PXN's NVLink detour) adds its extra wire on top, and a hop never costs
-  // less than its wire. Computed once per operation: every leg of it reads them.
+  // less than its wire.
+  const double hw = config_.hop_latency_factor * step_latency_us(tables_, in, a, p, network);
+  return std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
+}
+
+void OpRunner::set_step_costs() {
+  // Computed once per operation: every leg of it reads them.
   const TuningInput in = tuning_input(result_.collective, result_.channels);
-  for (const bool network : {false, true}) {
-    const double hw = config_.hop_latency_factor *
-                      step_latency_us(tables_, in, table_algorithm(), result_.protocol, network);
-    step_cost_us_[network ? 1 : 0] = std::max(0.0, hw - (network ? ref_net_us_ : ref_nvlink_us_));
-  }
+  for (const bool network : {false, true})
+    step_cost_us_[network ? 1 : 0] =
+        beyond_wire_us(in, table_algorithm(), result_.protocol, network);
   // A GPU's proxy thread posts the network steps of its channels one after another: the last
   // channel's step waits for the others' posts.
   step_cost_us_[1] += std::max(0, result_.channels - 1) * config_.proxy_post_latency.in_us();
@@ -1029,18 +1034,13 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     default:
       ROCESIM_CHECK(false, "not a point-to-point collective");
   }
-  // NCCL's hop latency for Simple beyond its reference wire, as a pipeline step's (see
-  // set_step_costs; the transfer's own wire is in its delivery): the cost of a peer's last
-  // chunk being noticed and completed, paid once at the end, and on each round trip of a
-  // pair's window; the network one when any pair crosses servers.
+  // NCCL's hop latency for Simple beyond its reference wire, as a pipeline step's (the
+  // transfer's own wire is in its delivery): the cost of a peer's last chunk being noticed and
+  // completed, paid once at the end, and on each round trip of a pair's window; the network
+  // one when any pair crosses servers.
   const TuningInput in = tuning_input(c, 1);
-  const auto beyond_wire = [&](bool network, double reference_us) {
-    return std::max(0.0, config_.hop_latency_factor * step_latency_us(tables_, in, Algorithm::Ring,
-                                                                      Protocol::Simple, network) -
-                             reference_us);
-  };
-  p2p_tail_us_ = beyond_wire(true, ref_net_us_);
-  p2p_nvl_tail_us_ = beyond_wire(false, ref_nvlink_us_);
+  p2p_tail_us_ = beyond_wire_us(in, Algorithm::Ring, Protocol::Simple, true);
+  p2p_nvl_tail_us_ = beyond_wire_us(in, Algorithm::Ring, Protocol::Simple, false);
   const bool any_network =
       std::any_of(p2p_.begin(), p2p_.end(), [](const P2pTransfer& t) { return t.network; });
   if (!any_network) p2p_tail_us_ = p2p_nvl_tail_us_;

@@ -309,6 +309,9 @@ class OpRunner {
   /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor, less the reference wire), in us,
   /// of the operation in progress: set_step_costs() computes both kinds when it starts.
   double step_cost_us(bool network) const { return step_cost_us_[network ? 1 : 0]; }
+  /// NCCL's hop latency for (a, p), times hop_latency_factor, less the wire of NCCL's
+  /// reference hop (at least 0): what a step adds to its path's own latency.
+  double beyond_wire_us(const TuningInput& in, Algorithm a, Protocol p, bool network) const;
   void set_step_costs();
   void finish_op(engine::Simulation& sim);
 
