@@ -973,7 +973,11 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
   NcclConfig cfg = scenario_nccl;
   if (r.has("nccl")) cfg = read_nccl(r.section("nccl", collectives::nccl::nccl_table()), cfg, true);
   plan.p2p_connection.qps = cfg.qps_per_connection;
-  plan.p2p_connection.message_bytes = cfg.p2p_net_chunksize.count();
+  plan.p2p_connection.message_bytes =
+      cfg.p2p_net_chunksize
+          .value_or(collectives::nccl::default_p2p_net_chunksize(
+              cfg.rccl, in.fabric.server_of(gpus.front()).arch, static_cast<int>(gpus.size())))
+          .count();
   plan.expert_imbalance = s.expert_imbalance;
   plan.seed = in.seed ^ fnv1a64(in.name);
   plan.gpus = std::move(gpus);

@@ -666,8 +666,8 @@ double large_message_median_error(const std::string& csv_path) {
 TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
   // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
-  // the figures that page gives ("all six clusters, now": 16.8% under 1 MiB, 17.4% from 1 to
-  // 64 MiB, 2.7% / 13.2% from 64 MiB) by more than half a point; from 64 MiB the median also
+  // the figures that page gives ("all six clusters, now": 16.8% under 1 MiB, 19.2% from 1 to
+  // 64 MiB, 2.7% / 12.2% from 64 MiB) by more than half a point; from 64 MiB the median also
   // meets issue 8's target of 5%. A change that moves them updates that table and this test.
   // From 64 MiB each table is also held against the line-rate roofline (below).
   struct Cluster {
@@ -718,10 +718,10 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   EXPECT_EQ(rows, 297u);
   const auto median = [&](const char* band) { return validation::percentile(bands[band], 0.5); };
   EXPECT_LE(median("<1MiB"), 0.168 + 0.005);
-  EXPECT_LE(median("1-64MiB"), 0.174 + 0.005);
+  EXPECT_LE(median("1-64MiB"), 0.192 + 0.005);
   EXPECT_LE(median(">=64MiB"), 0.05);
   EXPECT_LE(median(">=64MiB"), 0.027 + 0.005);
-  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.132 + 0.005);
+  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.122 + 0.005);
   // Issue 8: every table beats the line-rate roofline from 64 MiB (its median |time error| is
   // below the roofline's). 14 of the 16 tables with such rows do; docs/validation.md names the
   // two that do not (SHARP's 2 servers, 4.1% against 3.7%; gj-aion's forced rings, 6.3% against

@@ -1850,7 +1850,7 @@ TEST(NcclTuning, RcclModelFiveByHand) {
   TuningInput in = hgx_input(2, 48);
   in.channels = 64;
   in.arch = fabric::GpuArch::Cdna3;
-  in.rccl = rccl_model("rccl-mi300");
+  in.rccl = rccl_model("rccl-mi300", in.arch);
   ASSERT_NE(in.rccl, nullptr);
   const TuningTables& t = tuning_tables("rccl-mi300");
   const double gib = 1 << 30;
@@ -1862,13 +1862,97 @@ TEST(NcclTuning, RcclModelFiveByHand) {
   // NCCL_PROTO set: RCCL's ranges do not apply.
   EXPECT_EQ(choose(t, in, 512 * 1024, kAnyAlgorithm, only(Protocol::Simple)).protocol,
             Protocol::Simple);
-  // On gfx950 (MI355X, cdna4) RCCL offers no LL128 (tuning.cc enables it on gfx90a and gfx942
-  // only): its ranges go from LL to Simple, and its model never prices LL128.
+  // Not a model of NCCL's releases.
+  EXPECT_EQ(rccl_model("newest", fabric::GpuArch::Cdna3), nullptr);
+}
+
+TEST(NcclTuning, RcclTakesModelSixOnGfx950) {
+  // On gfx950 (MI355X, cdna4) RCCL replaces the platform model's tuning by model 6
+  // (rome_models.cc: "if gfx950: tuning = 6") and offers LL128 there too (tuning.cc's LL128
+  // rule names gfx90a, gfx942 and gfx950; CHANGELOG for ROCm 7.0: "Enabled LL128 protocol on
+  // gfx950"). Model 6 has model 5's latencies and bandwidth ratios, so the Ring/Simple time of
+  // RcclModelFiveByHand holds but for its ring correction at 1 GiB, 0.8 (model 5: 1.0); its
+  // AllReduce ranges on 2 nodes are LL up to 131071 bytes a rank, LL128 up to 17660227, Simple
+  // beyond (model 5: 1 MiB and 9 MiB).
+  TuningInput in = hgx_input(2, 48);
+  in.channels = 64;
   in.arch = fabric::GpuArch::Cdna4;
-  EXPECT_EQ(choose(t, in, 512 * 1024, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
-  EXPECT_EQ(choose(t, in, 4 << 20, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::Simple);
-  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, 4 << 20)));
-  EXPECT_TRUE(std::isinf(model_time_us(t, in, Algorithm::Ring, Protocol::LL128, 4 << 20)));
+  in.rccl = rccl_model("rccl-mi300", in.arch);
+  ASSERT_NE(in.rccl, nullptr);
+  EXPECT_NE(in.rccl, rccl_model("rccl-mi300", fabric::GpuArch::Cdna3));
+  const TuningTables& t = tuning_tables("rccl-mi300");
+  const double gib = 1 << 30;
+  EXPECT_NEAR(model_time_us(t, in, Algorithm::Ring, Protocol::Simple, gib),
+              17 + 26 * 3.0 + 4 * 320 + gib / (1000 * 384 * 16.0 / 30 * 0.8), 1e-6);
+  EXPECT_EQ(choose(t, in, 131071, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+  EXPECT_EQ(choose(t, in, 131072, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+  EXPECT_EQ(choose(t, in, 16 << 20, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+  EXPECT_EQ(choose(t, in, 17660228, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::Simple);
+  EXPECT_TRUE(std::isfinite(model_time_us(t, in, Algorithm::Tree, Protocol::LL128, 4 << 20)));
+  // Its corrections differ where its tuners measured: a Tree/Simple AllReduce of 16 MiB
+  // (log2(2^24 / 64) = 18) has model 6's 0.1 against model 5's 1.0, ten times the bandwidth
+  // term: T6 - T5 = 9 x (S / algbw5), the latency term being the same.
+  TuningInput five = in;
+  five.arch = fabric::GpuArch::Cdna3;
+  five.rccl = rccl_model("rccl-mi300", five.arch);
+  const double s = 16 << 20;
+  const double lat = model_time_us(t, five, Algorithm::Tree, Protocol::Simple, 0);
+  const double t5 = model_time_us(t, five, Algorithm::Tree, Protocol::Simple, s);
+  const double t6 = model_time_us(t, in, Algorithm::Tree, Protocol::Simple, s);
+  EXPECT_NEAR(t6 - t5, 9 * (t5 - lat), 1e-6 * t6);
+}
+
+/// `nodes` servers of 8 GPUs of a generation (`gpu_arch`) on one leaf per rail, and an RCCL
+/// runner over all their GPUs.
+fabric::Fabric arch_fabric(const char* arch, int nodes) {
+  return test::fabric_from_yaml(fmt::format(
+      "type: rail_optimized\nnodes: {0}\nnodes_per_leaf: {0}\nnode: {{gpus: 8, gpu_arch: {1}}}\n"
+      "leaf: {{uplinks: 4}}\nspine: {{count: 4}}\n",
+      nodes, arch));
+}
+OpRunner rccl_runner(const fabric::Fabric& f, NcclConfig cfg) {
+  cfg.rccl = true;
+  cfg.tuning_tables = "rccl-mi300";
+  return OpRunner(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0);
+}
+
+TEST(NcclBehaviour, RcclDefaultsFollowTheGpu) {
+  // Where the variables are unset RCCL decides by GPU and ranks (rcclSetPxn,
+  // rcclSetP2pNetChunkSize):
+  // PXN from 64 ranks on gfx942 and from 32 on gfx950; the point-to-point network chunk 512 KiB
+  // from 64 ranks on gfx942, 256 KiB from 16 and 512 KiB from 32 on gfx950, NCCL's 128 KiB
+  // otherwise; a set value is taken as it is (the AAC14 MI355X runs set NCCL_PXN_DISABLE=0 on 16
+  // ranks). One node of 8 gfx950 runs 112 channels (CHANGELOG for ROCm 7.0), of 8 gfx942 56.
+  const fabric::Fabric mi355x_1 = arch_fabric("cdna4", 1), mi355x_2 = arch_fabric("cdna4", 2),
+                       mi355x_4 = arch_fabric("cdna4", 4), mi300x_1 = arch_fabric("cdna3", 1),
+                       mi300x_4 = arch_fabric("cdna3", 4), mi300x_8 = arch_fabric("cdna3", 8);
+  const NcclConfig unset;
+  EXPECT_FALSE(rccl_runner(mi355x_2, unset).pxn());
+  EXPECT_TRUE(rccl_runner(mi355x_4, unset).pxn());
+  EXPECT_FALSE(rccl_runner(mi300x_4, unset).pxn());
+  EXPECT_TRUE(rccl_runner(mi300x_8, unset).pxn());
+  NcclConfig on = unset;
+  on.pxn = true;
+  EXPECT_TRUE(rccl_runner(mi355x_2, on).pxn());
+  const auto chunk = [](const fabric::Fabric& f, const NcclConfig& cfg) {
+    return rccl_runner(f, cfg).config().p2p_net_chunksize->count();
+  };
+  EXPECT_EQ(chunk(mi355x_1, unset), 128 << 10);
+  EXPECT_EQ(chunk(mi355x_2, unset), 256 << 10);
+  EXPECT_EQ(chunk(mi355x_4, unset), 512 << 10);
+  EXPECT_EQ(chunk(mi300x_4, unset), 128 << 10);
+  EXPECT_EQ(chunk(mi300x_8, unset), 512 << 10);
+  NcclConfig set = unset;
+  set.p2p_net_chunksize = Bytes(64 << 10);
+  EXPECT_EQ(chunk(mi355x_4, set), 64 << 10);
+  EXPECT_EQ(rccl_runner(mi355x_1, unset).default_channels(), 112);
+  EXPECT_EQ(rccl_runner(mi300x_1, unset).default_channels(), 56);
+  EXPECT_EQ(rccl_runner(mi355x_2, unset).default_channels(), 64);
+  // NCCL keeps PXN on and its 128 KiB chunk whatever the scale.
+  const fabric::Fabric h = test::fabric_from_yaml(rail_topology(8, 8).substr(10));
+  const OpRunner n(h, std::vector<fabric::NodeId>(h.gpus().begin(), h.gpus().end()), unset, 0);
+  EXPECT_TRUE(n.pxn());
+  EXPECT_EQ(n.config().p2p_net_chunksize->count(), 128 << 10);
 }
 
 TEST(NcclTuning, TheSimulationChargesRcclsRingNetworkStepItsTreesLatency) {
@@ -1882,7 +1966,7 @@ TEST(NcclTuning, TheSimulationChargesRcclsRingNetworkStepItsTreesLatency) {
   in.latency_inter_us = 5;
   const TuningTables& nccl = tuning_tables("newest");
   EXPECT_DOUBLE_EQ(step_latency_us(nccl, in, Algorithm::Ring, Protocol::Simple, true), 24.0);
-  in.rccl = rccl_model("rccl-mi300");
+  in.rccl = rccl_model("rccl-mi300", in.arch);
   const TuningTables& t = tuning_tables("rccl-mi300");
   EXPECT_DOUBLE_EQ(hop_latency_us(t, in, Algorithm::Ring, Protocol::Simple, true), 330.0);
   EXPECT_DOUBLE_EQ(step_latency_us(t, in, Algorithm::Ring, Protocol::Simple, true), 35.0);

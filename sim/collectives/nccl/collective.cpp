@@ -123,7 +123,12 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     config_.buffsize =
         default_buffsize(f_.server_of(comm_.ranks().front()).cpu, config_.tuning_tables);
   const Bytes step_bound(config_.buffsize->count() / kNcclSteps);
-  config_.p2p_net_chunksize = std::min(config_.p2p_net_chunksize, step_bound);
+  const fabric::GpuArch arch = f_.server_of(comm_.ranks().front()).arch;
+  if (!config_.p2p_net_chunksize) {
+    config_.p2p_net_chunksize = default_p2p_net_chunksize(config_.rccl, arch, comm_.nranks());
+  }
+  config_.p2p_net_chunksize = std::min(*config_.p2p_net_chunksize, step_bound);
+  if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, arch, comm_.nranks());
   config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);
   // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
   // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
@@ -166,9 +171,14 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
 int OpRunner::default_channels() const {
   // NCCL: two channels per NIC (its graph's rings, doubled). RCCL on MI300-class GPUs: 64
   // across nodes (its rome model's rings), 56 inside one (28 xGMI rings, doubled) (HARDWARE.md
-  // 6; ROCm/rccl src/graph/connect.cc).
+  // 6; ROCm/rccl src/graph/connect.cc); 112 inside one node of 8 MI350-class GPUs (gfx950: RCCL
+  // for ROCm 7.0, CHANGELOG.md).
   // Inside one PCIe server, NCCL's one ring (twice where it is fast), doubled.
-  if (config_.rccl) return comm_.nnodes() > 1 ? 64 : 56;
+  if (config_.rccl) {
+    if (comm_.nnodes() > 1) return 64;
+    const bool gfx950 = f_.server_of(comm_.ranks().front()).arch == fabric::GpuArch::Cdna4;
+    return gfx950 && comm_.ppn() == 8 ? 112 : 56;
+  }
   if (comm_.pcie() && comm_.nnodes() == 1) return 2 * pcie_graph_channels();
   return std::min(kMaxChannels, 2 * comm_.nics_per_node());
 }
@@ -262,7 +272,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.pat = config_.pat_enable != 0;
   in.net_overhead_us = config_.net_overhead.value_or(default_net_overhead(server.cpu)).in_us();
   in.latency_inter_us = server.net_latency.in_us();
-  in.rccl = rccl_model(config_.tuning_tables);
+  in.rccl = rccl_model(config_.tuning_tables, in.arch);
   in.amd_host = fabric::is_amd(server.cpu);
   // LL128 only where NCCL has tested it, inside NVLink domains, unless NCCL_PROTO names the
   // protocols (tuning.cc: an explicit list enables what it allows).
@@ -943,7 +953,8 @@ std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulatio
   const fabric::NodeId dst = comm_.ranks()[static_cast<size_t>(j)];
   const int port = ((j - i + n) % n + k) % comm_.nics_per_gpu();
   const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
-  const int64_t message = (network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
+  const int64_t message =
+      (network ? *config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
   if (!table) return {connection(sim, e, message, kP2pChannel - k), e.network};
   // A pair connected before the table was made is in the map; a new one is kept here alone.
   const engine::ConnectionId* known =
@@ -982,7 +993,7 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     const bool network =
         f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server;
     const int parts = across_nodes ? p2p_parts(b, p2p_per_peer_, n, static_cast<int>(channels),
-                                               config_.p2p_net_chunksize.count())
+                                               config_.p2p_net_chunksize->count())
                                    : 1;
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
@@ -1340,7 +1351,7 @@ void OpRunner::post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i
   const double credit_us = config_.credit_latency.in_us();
   const P2pTransfer& t = p2p_[i];
   const double chunk = static_cast<double>(
-      (t.network ? config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
+      (t.network ? *config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
   const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
   const double hop = t.window > 0 ? step_cost_us(t.network)
                      : t.network  ? p2p_tail_us_

@@ -147,19 +147,17 @@ class OpRunner {
   int default_channels() const;
   /// The communicator's channels (NCCL's comm->nChannels): the default within NCCL_MIN/MAX_*.
   int comm_channels() const;
-  /// Whether network sends go through the GPU on the destination's rail (PXN): NCCL_PXN_DISABLE
-  /// unset, and for RCCL on MI300-class GPUs only from 64 ranks on (its default).
+  /// Whether network sends go through the GPU on the destination's rail (PXN): as
+  /// NCCL_PXN_DISABLE says, unset as the library decides (default_pxn: NCCL always, RCCL on
+  /// MI300-class GPUs from 64 ranks, MI350-class from 32).
   /// Not over NCCL's sockets: its plugin takes host memory only, and PXN refuses host buffers
   /// ("PXN should not use host buffers for data", net.cc).
-  bool pxn() const {
-    return config_.pxn && (!config_.rccl || comm_.nranks() >= 64) && !comm_.pcie() &&
-           !config_.net_socket;
-  }
+  bool pxn() const { return config_.pxn.value_or(true) && !comm_.pcie() && !config_.net_socket; }
   /// CollNet needs NCCL's CollNet plugin (SHARP) beside its RDMA transport: not over sockets.
   bool collnet() const { return config_.collnet && !config_.net_socket; }
   /// PXN for rings and chains. RCCL's rings over an xGMI mesh leave each node from the last GPU
-  /// of their Hamiltonian path by its own NIC (its rome models' ringBase): PXN, RCCL's default
-  /// from 64 ranks on, moves only its point-to-point transfers.
+  /// of their Hamiltonian path by its own NIC (its rome models' ringBase): PXN moves only its
+  /// point-to-point transfers.
   bool ring_pxn() const { return pxn() && !(config_.rccl && comm_.mesh()); }
   /// NCCL's bandwidth of a graph ring inside a PCIe server (scale_up: pcie), GB/s: the narrowest
   /// GPU-to-GPU path of its node ring, links between sockets at NCCL's figure for the CPU.

@@ -163,9 +163,11 @@ constexpr Param kNcclParams[] = {
      .check = Check::Positive},
     {.key = "NCCL_P2P_NET_CHUNKSIZE",
      .type = ParamType::Bytes,
-     .fallback = "128KiB",
-     .help = "chunk of point-to-point sends over the network (8 in flight per peer)",
-     .check = Check::Positive},
+     .help = "chunk of point-to-point sends over the network (8 in flight per peer; default: "
+             "NCCL's, 128KiB; RCCL's by GPU and ranks: 512KiB from 64 ranks on cdna3, 256KiB "
+             "from 16 and 512KiB from 32 on cdna4)",
+     .check = Check::Positive,
+     .optional = true},
     {.key = "NCCL_P2P_NVL_CHUNKSIZE",
      .type = ParamType::Bytes,
      .fallback = "512KiB",
@@ -174,10 +176,11 @@ constexpr Param kNcclParams[] = {
      .check = Check::Positive},
     {.key = "NCCL_PXN_DISABLE",
      .type = ParamType::Integer,
-     .fallback = "0",
      .help = "1 disables PXN: a GPU then sends through its own NIC instead of crossing NVLink "
-             "to the GPU on the destination's rail",
-     .check = Check::NonNegative},
+             "to the GPU on the destination's rail (default: PXN on with NCCL; with RCCL from "
+             "64 ranks on cdna3, from 32 on cdna4, as RCCL decides when the variable is unset)",
+     .check = Check::NonNegative,
+     .optional = true},
     {.key = "NCCL_COLLNET_ENABLE",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -201,8 +204,9 @@ constexpr Param kNcclParams[] = {
     {.key = "tuning_tables",
      .type = ParamType::Choice,
      .help = "the release whose tuning.cc constants (latencies, bandwidth caps) are used: "
-             "newest, 2.20.3 or 2.8.3 of NCCL, rccl-mi300 (RCCL's model 5, MI300-class "
-             "servers); default: newest for nccl, rccl-mi300 for rccl",
+             "newest, 2.20.3 or 2.8.3 of NCCL, rccl-mi300 (RCCL's model 5 on MI300-class "
+             "servers, model 6 on MI350-class GPUs, gpu_arch cdna4, as RCCL switches); "
+             "default: newest for nccl, rccl-mi300 for rccl",
      .choices = "newest|2.20.3|2.8.3|rccl-mi300",
      .optional = true},
     {.key = "launch_latency",
@@ -472,6 +476,18 @@ Bytes default_buffsize(fabric::CpuKind cpu, std::string_view release) {
   return Bytes(cpu == fabric::CpuKind::Arm && tuning_tables(release).nccl28 ? 1 << 20 : 4 << 20);
 }
 
+Bytes default_p2p_net_chunksize(bool rccl, fabric::GpuArch arch, int nranks) {
+  if (rccl && arch == fabric::GpuArch::Cdna3 && nranks >= 64) return Bytes(512 << 10);
+  if (rccl && arch == fabric::GpuArch::Cdna4 && nranks >= 16)
+    return Bytes(nranks >= 32 ? 512 << 10 : 256 << 10);
+  return Bytes(128 << 10);
+}
+
+bool default_pxn(bool rccl, fabric::GpuArch arch, int nranks) {
+  if (!rccl) return true;
+  return nranks >= (arch == fabric::GpuArch::Cdna4 ? 32 : 64);
+}
+
 const ParamTable& nccl_table() {
   return kNcclTable;
 }
@@ -546,9 +562,9 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (r.has("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
   if (take("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
   if (take("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");
-  if (take("NCCL_P2P_NET_CHUNKSIZE")) c.p2p_net_chunksize = r.bytes("NCCL_P2P_NET_CHUNKSIZE");
+  if (r.has("NCCL_P2P_NET_CHUNKSIZE")) c.p2p_net_chunksize = r.bytes("NCCL_P2P_NET_CHUNKSIZE");
   if (take("NCCL_P2P_NVL_CHUNKSIZE")) c.p2p_nvl_chunksize = r.bytes("NCCL_P2P_NVL_CHUNKSIZE");
-  if (take("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
+  if (r.has("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
   if (take("NCCL_COLLNET_ENABLE")) c.collnet = flag(r, "NCCL_COLLNET_ENABLE");
   if (r.has("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");
   if (take("library")) {

@@ -149,17 +149,18 @@ struct NcclConfig {
   int max_p2p_channels = kMaxChannels;  // NCCL_MAX_P2P_NCHANNELS
   // NCCL_NCHANNELS_PER_NET_PEER (point-to-point); unset: as the release derives it
   std::optional<int> channels_per_net_peer;
-  uint32_t qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION
-  bool split_data_on_qps = false;      // NCCL_IB_SPLIT_DATA_ON_QPS
-  bool net_socket = false;             // NCCL_NET=Socket (else IB: NCCL's RDMA transport)
-  int socket_nthreads = 0;             // NCCL_SOCKET_NTHREADS
-  int nsocks_perthread = 1;            // NCCL_NSOCKS_PERTHREAD
-  std::optional<Bytes> buffsize;       // NCCL_BUFFSIZE (Simple); unset: the host CPU's
-  Bytes ll_buffsize{512 << 10};        // NCCL_LL_BUFFSIZE
-  Bytes ll128_buffsize{4915200};       // NCCL_LL128_BUFFSIZE
-  Bytes p2p_net_chunksize{128 << 10};  // NCCL_P2P_NET_CHUNKSIZE
+  uint32_t qps_per_connection = 1;  // NCCL_IB_QPS_PER_CONNECTION
+  bool split_data_on_qps = false;   // NCCL_IB_SPLIT_DATA_ON_QPS
+  bool net_socket = false;          // NCCL_NET=Socket (else IB: NCCL's RDMA transport)
+  int socket_nthreads = 0;          // NCCL_SOCKET_NTHREADS
+  int nsocks_perthread = 1;         // NCCL_NSOCKS_PERTHREAD
+  std::optional<Bytes> buffsize;    // NCCL_BUFFSIZE (Simple); unset: the host CPU's
+  Bytes ll_buffsize{512 << 10};     // NCCL_LL_BUFFSIZE
+  Bytes ll128_buffsize{4915200};    // NCCL_LL128_BUFFSIZE
+  // NCCL_P2P_NET_CHUNKSIZE; unset: the library's for the GPU and ranks (default_p2p_net_chunksize)
+  std::optional<Bytes> p2p_net_chunksize;
   Bytes p2p_nvl_chunksize{512 << 10};  // NCCL_P2P_NVL_CHUNKSIZE
-  bool pxn = true;                     // !NCCL_PXN_DISABLE
+  std::optional<bool> pxn;             // !NCCL_PXN_DISABLE; unset: default_pxn
   bool collnet = false;                // NCCL_COLLNET_ENABLE
   std::optional<Time> net_overhead;    // NCCL_NET_OVERHEAD; unset: the host CPU's
   // The model's own parameters.
@@ -192,6 +193,14 @@ Time default_net_overhead(fabric::CpuKind cpu);
 /// Arm hosts in the releases that had DEFAULT_BUFFSIZE_ARM (before 2.19: of the tables here,
 /// `tuning_tables` 2.8.3), not in later ones, whose computeBuffSizes no longer reads the CPU.
 Bytes default_buffsize(fabric::CpuKind cpu, std::string_view release);
+/// The point-to-point network chunk when NCCL_P2P_NET_CHUNKSIZE is unset: NCCL's 128 KiB; RCCL's
+/// by the GPU and the communicator's ranks (ROCm/rccl's rcclSetP2pNetChunkSize): gfx942
+/// (cdna3) 512 KiB from 64 ranks, gfx950 (cdna4) 256 KiB from 16 and 512 KiB from 32, 128 KiB
+/// below.
+Bytes default_p2p_net_chunksize(bool rccl, fabric::GpuArch arch, int nranks);
+/// Whether PXN is on when NCCL_PXN_DISABLE is unset: always for NCCL; for RCCL on gfx942 from
+/// 64 ranks and on gfx950 from 32 (ROCm/rccl's rcclSetPxn); a set value is taken as it is.
+bool default_pxn(bool rccl, fabric::GpuArch arch, int nranks);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
 /// included, or with `only_written` just the keys the section names (a workload's overrides).
 NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);

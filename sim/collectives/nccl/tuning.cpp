@@ -194,6 +194,30 @@ constexpr RcclModel kRcclMi300{
     9437184,
     Algorithm::Tree};
 
+// RCCL's tuning model 6 (ROCm/rccl@9e22c79d src/graph/tuning.cc), which RCCL takes on gfx950
+// GPUs (MI350-class) in place of the platform model's (rome_models.cc: "if gfx950: tuning =
+// 6"): model 5's latencies and bandwidth ratios, its own corrections (Tree/LL128 and
+// Tree/Simple, Ring/LL128 at 16 MiB, Ring/Simple at 1 GiB) and AllReduce protocol ranges (LL up
+// to 128 KiB a rank, LL128 to 16.8 MiB).
+constexpr RcclModel kRcclMi355 = [] {
+  RcclModel m = kRcclMi300;
+  constexpr double tree_ll128[27] = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0,
+                                     1.0, 1.0, 0.6, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0,
+                                     1.0, 2.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1};
+  constexpr double tree_simple[27] = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1,
+                                      0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.7, 1.0, 0.1,
+                                      0.1, 0.1, 0.9, 0.9, 0.7, 0.8, 0.6, 0.6, 0.6};
+  for (int i = 0; i < 27; ++i) {
+    m.tree_correction[1][i] = tree_ll128[i];
+    m.tree_correction[2][i] = tree_simple[i];
+  }
+  m.ring_correction[1][18] = 0.1;
+  m.ring_correction[2][24] = 0.8;
+  m.allreduce_ll_max = 131071;
+  m.allreduce_ll128_max = 17660227;
+  return m;
+}();
+
 // NCCL 2.27's tables (HARDWARE.md 5.5), GB/s, columns 1 / 2 / more nodes; Blackwell is twice
 // Hopper in 2.27. NVLS efficiency and the NVLSTree kernel's throughput from NCCL 2.30 (no NVLS
 // before Hopper).
@@ -307,7 +331,7 @@ void ring_steps(const TuningTables& t, const TuningInput& in, int& steps, int& i
 }  // namespace
 
 bool rccl_ll128(fabric::GpuArch arch) {
-  return arch == fabric::GpuArch::Cdna3;
+  return arch == fabric::GpuArch::Cdna3 || arch == fabric::GpuArch::Cdna4;
 }
 
 double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host) {
@@ -332,8 +356,9 @@ const ProtocolCaps& protocol_caps(fabric::GpuArch arch) {
   return kHopperCaps;
 }
 
-const RcclModel* rccl_model(std::string_view release) {
-  return release == kRcclMi300.tables.name ? &kRcclMi300 : nullptr;
+const RcclModel* rccl_model(std::string_view release, fabric::GpuArch arch) {
+  if (release != kRcclMi300.tables.name) return nullptr;
+  return arch == fabric::GpuArch::Cdna4 ? &kRcclMi355 : &kRcclMi300;
 }
 
 const TuningTables& tuning_tables(std::string_view release) {

@@ -74,9 +74,11 @@ struct RcclModel {
   /// (see step_latency_us).
   Algorithm ring_simple_net_step_as;
 };
-/// The model of a pinned release: "rccl-mi300" (tuning model 5, which RCCL's rome model of an
-/// 8 x MI300X, 8-NIC server selects; LL128 enabled). Null for NCCL's releases.
-const RcclModel* rccl_model(std::string_view release);
+/// The model of a pinned release on a GPU generation: "rccl-mi300" is tuning model 5, which
+/// RCCL's rome model of an 8 x MI300X, 8-NIC server selects (LL128 enabled), and on gfx950
+/// (cdna4) model 6, which RCCL for ROCm 7.0 takes there instead (rome_models.cc). Null for
+/// NCCL's releases.
+const RcclModel* rccl_model(std::string_view release, fabric::GpuArch arch);
 
 /// What one channel's kernel can move with each protocol on a GPU generation, in GB/s of bus
 /// bandwidth, per communicator size (1 node, 2 nodes, more): NCCL's llMaxBws,
@@ -104,9 +106,9 @@ inline int caps_column(int nnodes) {
 /// the host's CPU across nodes (llMaxBws rows 0 and 1: Intel 39.0 / 20.4, AMD 22.5 / 19.0 on 2
 /// and more nodes).
 double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host);
-/// Whether RCCL offers LL128 on a GPU generation: by default only on gfx90a and gfx942 whose
-/// platform model enables it (ROCm/rccl src/graph/tuning.cc; MI300-class servers, cdna3), not
-/// on gfx950 (cdna4), where its tuner and its protocol override by size use LL, then Simple.
+/// Whether RCCL offers LL128 on a GPU generation: on gfx942 and gfx950 whose platform model
+/// enables it (ROCm/rccl src/graph/tuning.cc names gfx90a, gfx942 and gfx950; its CHANGELOG for
+/// ROCm 7.0: "Enabled LL128 protocol on gfx950"), MI300- and MI350-class servers (cdna3, cdna4).
 bool rccl_ll128(fabric::GpuArch arch);
 
 /// The tables of a pinned release: "newest" or "2.20.3".
