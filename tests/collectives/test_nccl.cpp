@@ -1490,22 +1490,25 @@ TEST(NcclChannels, ThreadThresholdsAsNcclSetsThem) {
   const OpRunner op(run->fabric, run->job_ranks, NcclConfig{}, 0);
   const auto kib = [](int64_t k) { return k << 10; };
   // Ring/LL: 8 x 16 = 128 bytes a thread, 64 KiB a channel.
-  EXPECT_EQ(op.channels_for(kib(128), Protocol::LL, Algorithm::Ring), 2);
-  EXPECT_EQ(op.channels_for(kib(2048), Protocol::LL, Algorithm::Ring), 16);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, kib(128), Protocol::LL, Algorithm::Ring), 2);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, kib(2048), Protocol::LL, Algorithm::Ring), 16);
   // Tree/LL: 4 KiB a channel.
-  EXPECT_EQ(op.channels_for(kib(128), Protocol::LL, Algorithm::Tree), 16);
-  EXPECT_EQ(op.channels_for(kib(8), Protocol::LL, Algorithm::Tree), 2);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, kib(128), Protocol::LL, Algorithm::Tree), 16);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, kib(8), Protocol::LL, Algorithm::Tree), 2);
   // LL128: 640 x 8 = 5 KiB a channel; Simple: 32 KiB; CollNetChain's Simple: 256 KiB.
-  EXPECT_EQ(op.channels_for(kib(40), Protocol::LL128, Algorithm::Ring), 8);
-  EXPECT_EQ(op.channels_for(kib(64), Protocol::Simple, Algorithm::Ring), 2);
-  EXPECT_EQ(op.channels_for(kib(1024), Protocol::Simple, Algorithm::CollNetChain), 4);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, kib(40), Protocol::LL128, Algorithm::Ring), 8);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, kib(64), Protocol::Simple, Algorithm::Ring), 2);
+  EXPECT_EQ(
+      op.channels_for(Collective::AllReduce, kib(1024), Protocol::Simple, Algorithm::CollNetChain),
+      4);
   // Threads: Ring/LL of 16 KiB on its one channel: 512 x 128 B and 256 x 128 B exceed it, 128
   // x 128 B = 16 KiB does not: 128 threads. 8 bytes: down to 64 (not a multiple of 128).
-  EXPECT_EQ(op.threads_for(kib(16), Protocol::LL, Algorithm::Ring, 1), 128);
-  EXPECT_EQ(op.threads_for(8, Protocol::LL, Algorithm::Ring, 1), 64);
-  EXPECT_EQ(op.threads_for(kib(2048), Protocol::LL, Algorithm::Ring, 16), 512);
+  EXPECT_EQ(op.threads_for(Collective::AllReduce, kib(16), Protocol::LL, Algorithm::Ring, 1), 128);
+  EXPECT_EQ(op.threads_for(Collective::AllReduce, 8, Protocol::LL, Algorithm::Ring, 1), 64);
+  EXPECT_EQ(op.threads_for(Collective::AllReduce, kib(2048), Protocol::LL, Algorithm::Ring, 16),
+            512);
   // Trees keep all their threads.
-  EXPECT_EQ(op.threads_for(8, Protocol::LL, Algorithm::Tree, 1), 512);
+  EXPECT_EQ(op.threads_for(Collective::AllReduce, 8, Protocol::LL, Algorithm::Tree, 1), 512);
 }
 
 TEST(NcclClosedForm, TheProxyPostsEachChannelsNetworkStepInTurn) {
@@ -1953,6 +1956,62 @@ TEST(NcclBehaviour, RcclDefaultsFollowTheGpu) {
   const OpRunner n(h, std::vector<fabric::NodeId>(h.gpus().begin(), h.gpus().end()), unset, 0);
   EXPECT_TRUE(n.pxn());
   EXPECT_EQ(n.config().p2p_net_chunksize->count(), 128 << 10);
+}
+
+TEST(NcclTuning, RcclRangesTakeEachRanksShareOfAllGatherReduceScatterAndBroadcast) {
+  // rcclUpdateCollectiveProtocol across nodes compares the bytes of each rank (AllReduce: the
+  // buffer; the others: total / ranks) with its model's ranges. 2 nodes x 8 GPUs. Model 5
+  // (gfx942): AllGather LL up to 98304 bytes a rank, LL128 to 5046272, Simple beyond; no
+  // Broadcast range (the model's own choice stands). Model 6 (gfx950): AllGather LL up to 7
+  // bytes a rank (LL128 from 8), Broadcast LL up to 2048 and LL128 to 16 MiB.
+  TuningInput in = hgx_input(2, 48);
+  in.channels = 64;
+  in.arch = fabric::GpuArch::Cdna3;
+  in.rccl = rccl_model("rccl-mi300", in.arch);
+  const TuningTables& t = tuning_tables("rccl-mi300");
+  in.collective = Collective::AllGather;
+  EXPECT_EQ(choose(t, in, 16 * 98304.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+  EXPECT_EQ(choose(t, in, 16 * 98305.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+  EXPECT_EQ(choose(t, in, 16 * 5046273.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::Simple);
+  in.collective = Collective::Broadcast;  // a ring: the protocol of least model time
+  Protocol least = Protocol::LL;
+  for (const Protocol p : {Protocol::LL128, Protocol::Simple}) {
+    if (model_time_us(t, in, Algorithm::Ring, p, 1 << 20) <
+        model_time_us(t, in, Algorithm::Ring, least, 1 << 20)) {
+      least = p;
+    }
+  }
+  EXPECT_EQ(choose(t, in, 1 << 20, kAnyAlgorithm, kAnyProtocol).protocol, least);
+  EXPECT_NE(least, Protocol::LL128);  // which model 6's range gives (below)
+  in.arch = fabric::GpuArch::Cdna4;
+  in.rccl = rccl_model("rccl-mi300", in.arch);
+  EXPECT_EQ(choose(t, in, 16 * 2048.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+  EXPECT_EQ(choose(t, in, 16 * 2049.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+  EXPECT_EQ(choose(t, in, 1 << 20, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+  in.collective = Collective::AllGather;
+  EXPECT_EQ(choose(t, in, 16 * 7.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL);
+  EXPECT_EQ(choose(t, in, 16 * 8.0, kAnyAlgorithm, kAnyProtocol).protocol, Protocol::LL128);
+}
+
+TEST(NcclBehaviour, RcclAllGatherTakesItsModelsThreadThresholds) {
+  // rcclUpdateThreadThreshold: across nodes an AllGather or ReduceScatter takes its model's
+  // bytes a thread per rank (LL 16, LL128 64; both models), times the ranks, where NCCL's
+  // Ring/LL has 8 x ranks. 2 nodes x 8 gfx942, 256 threads a channel, 1 MiB with LL: RCCL
+  // 2^20 / (256 x 16 x 16) = 16 channels, NCCL's threshold would give 32 (of 64). An AllReduce
+  // keeps NCCL's; set channels (NCCL_MAX_NCHANNELS) turn RCCL's off.
+  const fabric::Fabric f = arch_fabric("cdna3", 2);
+  const NcclConfig unset;
+  const OpRunner op = rccl_runner(f, unset);
+  EXPECT_EQ(op.channels_for(Collective::AllGather, 1 << 20, Protocol::LL, Algorithm::Ring), 16);
+  EXPECT_EQ(op.channels_for(Collective::ReduceScatter, 1 << 20, Protocol::LL, Algorithm::Ring), 16);
+  EXPECT_EQ(op.channels_for(Collective::AllReduce, 1 << 20, Protocol::LL, Algorithm::Ring), 32);
+  // LL128: 2^22 / (256 x 64 x 16) = 16 channels (NCCL's 8 B a thread: 64, all of them).
+  EXPECT_EQ(op.channels_for(Collective::AllGather, 4 << 20, Protocol::LL128, Algorithm::Ring), 16);
+  NcclConfig bounded = unset;
+  bounded.max_channels = 64;
+  EXPECT_EQ(rccl_runner(f, bounded)
+                .channels_for(Collective::AllGather, 1 << 20, Protocol::LL, Algorithm::Ring),
+            32);
 }
 
 TEST(NcclTuning, TheSimulationChargesRcclsRingNetworkStepItsTreesLatency) {

@@ -123,12 +123,11 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     config_.buffsize =
         default_buffsize(f_.server_of(comm_.ranks().front()).cpu, config_.tuning_tables);
   const Bytes step_bound(config_.buffsize->count() / kNcclSteps);
-  const fabric::GpuArch arch = f_.server_of(comm_.ranks().front()).arch;
   if (!config_.p2p_net_chunksize) {
-    config_.p2p_net_chunksize = default_p2p_net_chunksize(config_.rccl, arch, comm_.nranks());
+    config_.p2p_net_chunksize = default_p2p_net_chunksize(config_.rccl, arch(), comm_.nranks());
   }
   config_.p2p_net_chunksize = std::min(*config_.p2p_net_chunksize, step_bound);
-  if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, arch, comm_.nranks());
+  if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, arch(), comm_.nranks());
   config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);
   // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
   // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
@@ -176,19 +175,30 @@ int OpRunner::default_channels() const {
   // Inside one PCIe server, NCCL's one ring (twice where it is fast), doubled.
   if (config_.rccl) {
     if (comm_.nnodes() > 1) return 64;
-    const bool gfx950 = f_.server_of(comm_.ranks().front()).arch == fabric::GpuArch::Cdna4;
-    return gfx950 && comm_.ppn() == 8 ? 112 : 56;
+    return arch() == fabric::GpuArch::Cdna4 && comm_.ppn() == 8 ? 112 : 56;
   }
   if (comm_.pcie() && comm_.nnodes() == 1) return 2 * pcie_graph_channels();
   return std::min(kMaxChannels, 2 * comm_.nics_per_node());
 }
 
-double OpRunner::thread_threshold(Protocol p, Algorithm a) const {
+double OpRunner::thread_threshold(Collective c, Protocol p, Algorithm a) const {
   // NCCL's threadThresholds (tuning.cc): Ring/LL's times the ranks, CollNet's Simple 512 bytes
   // a thread (RCCL 256).
   double t = kThreadThreshold[static_cast<int>(p)];
   if (a == Algorithm::Ring && p == Protocol::LL) t *= comm_.nranks();
   if (is_collnet(a) && p == Protocol::Simple) t = config_.rccl ? 256 : 512;
+  // RCCL's tuning model sets AllGather's and ReduceScatter's across nodes, times the ranks,
+  // unless the channels are set (rcclUpdateThreadThreshold).
+  const RcclModel* rccl = rccl_model(config_.tuning_tables, arch());
+  const RcclRange* range = rccl != nullptr ? rccl->range(c) : nullptr;
+  const bool channels_set = config_.min_channels > 0 || config_.max_channels > 0;
+  if (range != nullptr && comm_.nnodes() > 1 && !channels_set &&
+      (c == Collective::AllGather || c == Collective::ReduceScatter)) {
+    const double tuned = p == Protocol::LL      ? range->ll_threads
+                         : p == Protocol::LL128 ? range->ll128_threads
+                                                : 0;
+    if (tuned > 0) t = tuned * comm_.nranks();
+  }
   return t;
 }
 
@@ -205,14 +215,15 @@ int OpRunner::comm_channels() const {
   return std::max(c, std::max(config_.min_channels, config_.min_ctas));
 }
 
-int OpRunner::channels_for(int64_t bytes, Protocol p, Algorithm a) const {
-  const int c = comm_channels();
-  const double per_channel = max_threads(p) * thread_threshold(p, a);
+int OpRunner::channels_for(Collective c, int64_t bytes, Protocol p, Algorithm a) const {
+  const int channels = comm_channels();
+  const double per_channel = max_threads(p) * thread_threshold(c, p, a);
   const int by_size = static_cast<int>(static_cast<double>(bytes) / per_channel);
-  return std::max(1, std::min(c, by_size));
+  return std::max(1, std::min(channels, by_size));
 }
 
-int OpRunner::threads_for(int64_t bytes, Protocol p, Algorithm a, int channels) const {
+int OpRunner::threads_for(Collective c, int64_t bytes, Protocol p, Algorithm a,
+                          int channels) const {
   auto nt = static_cast<int>(max_threads(p));
   // NCCL's trees use all their threads ("Tree now uses all threads"), NVLS and CollNetDirect
   // are not reduced.
@@ -220,7 +231,7 @@ int OpRunner::threads_for(int64_t bytes, Protocol p, Algorithm a, int channels) 
       a == Algorithm::CollNetDirect) {
     return nt;
   }
-  const double threshold = thread_threshold(p, a);
+  const double threshold = thread_threshold(c, p, a);
   while (static_cast<double>(bytes) < channels * nt * threshold && nt % 128 == 0)
     nt /= 2;
   return nt;
@@ -405,8 +416,8 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
     const bool nvls =
         choice.algorithm == Algorithm::Nvls || choice.algorithm == Algorithm::NvlsTree;
     result_.channels =
-        nvls ? nvls_channels() : channels_for(bytes, choice.protocol, choice.algorithm);
-    result_.threads = threads_for(bytes, choice.protocol, choice.algorithm, result_.channels);
+        nvls ? nvls_channels() : channels_for(c, bytes, choice.protocol, choice.algorithm);
+    result_.threads = threads_for(c, bytes, choice.protocol, choice.algorithm, result_.channels);
     set_step_costs();
     result_.model_us = model_time_us(tables_, tuning_input(c, comm_channels()), choice.algorithm,
                                      choice.protocol, static_cast<double>(bytes));
@@ -465,8 +476,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
   // NVLS's chunk and its NVLink efficiency are the operation's, the same on every channel.
   const bool nvls_like = a == Algorithm::Nvls || a == Algorithm::NvlsTree;
   const double nvls_chunk_data = nvls_like ? nvls_chunk(static_cast<double>(bytes), a) : 0;
-  const double nvls_efficiency =
-      protocol_caps(f_.server_of(comm_.ranks().front()).arch).nvls_efficiency;
+  const double nvls_efficiency = protocol_caps(arch()).nvls_efficiency;
   for (int ch = 0; ch < nch; ++ch) {
     const double data = static_cast<double>(bytes / nch + (ch < bytes % nch ? 1 : 0));
     if (data <= 0) continue;

@@ -139,10 +139,10 @@ class OpRunner {
   /// Channels an operation of `bytes` would use with an algorithm and protocol: NCCL's count
   /// lowered while a channel's threads would get less than their threshold each
   /// (enqueue.cc, topoGetAlgoInfo).
-  int channels_for(int64_t bytes, Protocol p, Algorithm a) const;
+  int channels_for(Collective c, int64_t bytes, Protocol p, Algorithm a) const;
   /// Threads of each channel's CTA: halved, once a single channel is left, while they would
   /// still get less than their threshold each; trees, NVLS and CollNetDirect keep all.
-  int threads_for(int64_t bytes, Protocol p, Algorithm a, int channels) const;
+  int threads_for(Collective c, int64_t bytes, Protocol p, Algorithm a, int channels) const;
   /// The channels NCCL's kernel runs by default for an operation large enough for all of them.
   int default_channels() const;
   /// The communicator's channels (NCCL's comm->nChannels): the default within NCCL_MIN/MAX_*.
@@ -278,8 +278,11 @@ class OpRunner {
   double leg_latency_us(engine::Simulation& sim, engine::ConnectionId c, bool network) const;
   /// The most data bytes/s one channel's kernel moves with the operation's protocol.
   double protocol_cap() const;
-  /// NCCL's bytes per thread before an operation takes another channel (threadThresholds).
-  double thread_threshold(Protocol p, Algorithm a) const;
+  /// NCCL's bytes per thread before an operation takes another channel (threadThresholds;
+  /// RCCL's for AllGather and ReduceScatter across nodes from its tuning model).
+  double thread_threshold(Collective c, Protocol p, Algorithm a) const;
+  /// The GPU generation of the communicator's first rank.
+  fabric::GpuArch arch() const { return f_.server_of(comm_.ranks().front()).arch; }
   /// A channel's full complement of threads with a protocol.
   double max_threads(Protocol p) const;
   /// The pace of each stage of the chain and tree channels: a stage's slowest leg on the

@@ -190,15 +190,18 @@ constexpr RcclModel kRcclMi300{
       0.4, 0.4, 0.1, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
      {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1,
       0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 0.8, 1.0, 1.0, 1.0}},
-    1048576,
-    9437184,
+    {655360, 131072, 3211264, 16, 64},  // ReduceScatter
+    {98304, 98304, 5046272, 16, 64},    // AllGather
+    {1048576, 1048576, 9437184, 0, 0},  // AllReduce
+    {},                                 // Broadcast: none
     Algorithm::Tree};
 
 // RCCL's tuning model 6 (ROCm/rccl@9e22c79d src/graph/tuning.cc), which RCCL takes on gfx950
 // GPUs (MI350-class) in place of the platform model's (rome_models.cc: "if gfx950: tuning =
 // 6"): model 5's latencies and bandwidth ratios, its own corrections (Tree/LL128 and
-// Tree/Simple, Ring/LL128 at 16 MiB, Ring/Simple at 1 GiB) and AllReduce protocol ranges (LL up
-// to 128 KiB a rank, LL128 to 16.8 MiB).
+// Tree/Simple, Ring/LL128 at 16 MiB, Ring/Simple at 1 GiB) and protocol ranges (AllReduce: LL
+// up to 128 KiB a rank, LL128 to 16.8 MiB; AllGather LL128 from 8 bytes a rank; a Broadcast's;
+// its Reduce range is not applied by the releases that apply Broadcast's).
 constexpr RcclModel kRcclMi355 = [] {
   RcclModel m = kRcclMi300;
   constexpr double tree_ll128[27] = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0,
@@ -213,8 +216,10 @@ constexpr RcclModel kRcclMi355 = [] {
   }
   m.ring_correction[1][18] = 0.1;
   m.ring_correction[2][24] = 0.8;
-  m.allreduce_ll_max = 131071;
-  m.allreduce_ll128_max = 17660227;
+  m.reduce_scatter = {131071, 131071, 4194304, 16, 64};
+  m.all_gather = {7, 7, 8388608, 16, 64};
+  m.all_reduce = {131071, 131071, 17660227, 0, 0};
+  m.broadcast = {2048, 2048, 16777216, 0, 0};
   return m;
 }();
 
@@ -354,6 +359,21 @@ const ProtocolCaps& protocol_caps(fabric::GpuArch arch) {
       break;
   }
   return kHopperCaps;
+}
+
+const RcclRange* RcclModel::range(Collective c) const {
+  switch (c) {
+    case Collective::ReduceScatter:
+      return &reduce_scatter;
+    case Collective::AllGather:
+      return &all_gather;
+    case Collective::AllReduce:
+      return &all_reduce;
+    case Collective::Broadcast:
+      return &broadcast;
+    default:
+      return nullptr;
+  }
 }
 
 const RcclModel* rccl_model(std::string_view release, fabric::GpuArch arch) {
@@ -563,15 +583,20 @@ AlgoChoice choose(const TuningTables& t, const TuningInput& in, double bytes, ui
       if (us < best.model_us) best = {static_cast<Algorithm>(a), static_cast<Protocol>(p), us};
     }
   }
-  if (in.rccl != nullptr && in.nnodes >= 2 && in.collective == Collective::AllReduce &&
-      protos == kAnyProtocol && std::isfinite(best.model_us)) {
+  const RcclRange* range = in.rccl != nullptr ? in.rccl->range(in.collective) : nullptr;
+  if (range != nullptr && range->defined() && in.nnodes >= 2 && protos == kAnyProtocol &&
+      std::isfinite(best.model_us)) {
     // RCCL overrides the model's protocol of multi-node collectives by size
-    // (rcclUpdateCollectiveProtocol): LL, then LL128 (its upper bound x 3.8 beyond 2 nodes),
-    // then Simple.
-    const double ll128_max = in.rccl->allreduce_ll128_max * (in.nnodes > 2 ? 3.8 : 1.0);
-    const Protocol p = bytes <= in.rccl->allreduce_ll_max          ? Protocol::LL
-                       : bytes <= ll128_max && rccl_ll128(in.arch) ? Protocol::LL128
-                                                                   : Protocol::Simple;
+    // (rcclUpdateCollectiveProtocol): Simple, LL in its range, LL128 in its own (the upper bound
+    // of AllReduce's x 3.8 beyond 2 nodes), by the bytes of each rank.
+    const bool all_reduce = in.collective == Collective::AllReduce;
+    const double per_rank = all_reduce ? bytes : std::floor(bytes / in.nranks);
+    const double ll128_max = range->ll128_max * (all_reduce && in.nnodes > 2 ? 3.8 : 1.0);
+    Protocol p = Protocol::Simple;
+    if (per_rank > 0 && per_rank <= range->ll_max) p = Protocol::LL;
+    if (rccl_ll128(in.arch) && per_rank > range->ll128_min && per_rank <= ll128_max) {
+      p = Protocol::LL128;
+    }
     if (std::isfinite(model_time_us(t, in, best.algorithm, p, bytes))) {
       best.protocol = p;
       best.model_us = model_time_us(t, in, best.algorithm, p, bytes);

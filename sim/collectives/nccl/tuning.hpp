@@ -63,16 +63,35 @@ struct TuningTables {
 /// bandwidth scaled by a ratio per algorithm and protocol instead of NCCL's caps, per-size
 /// correction factors for trees and multi-node rings, and size ranges that override the
 /// protocol of multi-node collectives.
+/// RCCL's protocol range of one collective across nodes (its tuning model's llProtoRanges,
+/// rcclUpdateCollectiveProtocol), in bytes a rank (AllReduce: its buffer; the others: the
+/// share of each rank): LL above 0 up to `ll_max`, LL128 where offered above `ll128_min` up to
+/// `ll128_max` (AllReduce's x 3.8 beyond 2 nodes), Simple otherwise; all zero: the model's choice
+/// stands. `ll_threads` and `ll128_threads`: AllGather's and ReduceScatter's bytes a thread per
+/// rank before another channel (rcclUpdateThreadThreshold; 0: NCCL's thresholds).
+struct RcclRange {
+  double ll_max = 0;
+  double ll128_min = 0;
+  double ll128_max = 0;
+  double ll_threads = 0;
+  double ll128_threads = 0;
+  bool defined() const { return ll_max > 0 || ll128_max > 0; }
+};
+
 struct RcclModel {
   TuningTables tables;
   double bw_ratio[2][kAlgorithms][3];  // [2 nodes, more][algorithm][protocol]
   double tree_correction[3][27];       // [protocol][log2(bytes / 64)]
   double ring_correction[3][27];
-  double allreduce_ll_max;     // multi-node AllReduce: LL up to this many bytes per rank,
-  double allreduce_ll128_max;  // then LL128 up to this (x 3.8 beyond 2 nodes), then Simple
+  RcclRange reduce_scatter;
+  RcclRange all_gather;
+  RcclRange all_reduce;
+  RcclRange broadcast;
   /// The algorithm whose network hwLat stands for a Ring/Simple network step in the simulation
   /// (see step_latency_us).
   Algorithm ring_simple_net_step_as;
+  /// The range that overrides a collective's protocol across nodes, or null.
+  const RcclRange* range(Collective c) const;
 };
 /// The model of a pinned release on a GPU generation: "rccl-mi300" is tuning model 5, which
 /// RCCL's rome model of an 8 x MI300X, 8-NIC server selects (LL128 enabled), and on gfx950
