@@ -2129,6 +2129,21 @@ TEST(NcclParameters, SocketsAreThreadsTimesSocketsPerThreadAsNcclOpensThem) {
   EXPECT_EQ(read("{NCCL_SOCKET_NTHREADS: 3, NCCL_NSOCKS_PERTHREAD: 30}").sockets(), 63);
 }
 
+TEST(NcclParameters, LlBuffersAreTheLibrarysUnlessSet) {
+  // DEFAULT_LL_BUFFSIZE = 8 lines x 16 B x NCCL_LL_MAX_NTHREADS x 8 steps: NCCL 512 threads,
+  // 512 KiB; RCCL 256, 256 KiB. DEFAULT_LL128_BUFFSIZE = NCCL_LL128_ELEMS_PER_THREAD x
+  // NCCL_LL128_MAX_NTHREADS x 8 steps x 8 B: NCCL 120 x 640, 4915200 B; RCCL 28 x 256, 458752 B.
+  NcclConfig nccl;
+  EXPECT_EQ(nccl.buffer(Protocol::LL).count(), 512 << 10);
+  EXPECT_EQ(nccl.buffer(Protocol::LL128).count(), 4915200);
+  NcclConfig rccl;
+  rccl.rccl = true;
+  EXPECT_EQ(rccl.buffer(Protocol::LL).count(), 256 << 10);
+  EXPECT_EQ(rccl.buffer(Protocol::LL128).count(), 458752);
+  rccl.ll128_buffsize = Bytes(1 << 20);
+  EXPECT_EQ(rccl.buffer(Protocol::LL128).count(), 1 << 20);
+}
+
 TEST(NcclBehaviour, OverSocketsNeitherPxnNorCollNet) {
   // NCCL_NET=Socket: the socket plugin takes host memory only, so no PXN (NCCL refuses host
   // buffers for it: network edges leave from the sender's own NIC) and no CollNet (a plugin

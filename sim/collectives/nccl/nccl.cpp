@@ -153,14 +153,16 @@ constexpr Param kNcclParams[] = {
      .optional = true},
     {.key = "NCCL_LL_BUFFSIZE",
      .type = ParamType::Bytes,
-     .fallback = "512KiB",
-     .help = "buffer per connection for LL",
-     .check = Check::Positive},
+     .help = "buffer per connection for LL (default: the library's, 8 lines of 16 bytes a "
+             "thread for 8 steps: NCCL 512KiB, RCCL 256KiB with its 256 threads)",
+     .check = Check::Positive,
+     .optional = true},
     {.key = "NCCL_LL128_BUFFSIZE",
      .type = ParamType::Bytes,
-     .fallback = "4915200B",
-     .help = "buffer per connection for LL128",
-     .check = Check::Positive},
+     .help = "buffer per connection for LL128 (default: the library's, NCCL 4915200B: 120 "
+             "8-byte elements x 640 threads x 8 steps; RCCL 458752B: 28 x 256 x 8)",
+     .check = Check::Positive,
+     .optional = true},
     {.key = "NCCL_P2P_NET_CHUNKSIZE",
      .type = ParamType::Bytes,
      .help = "chunk of point-to-point sends over the network (8 in flight per peer; default: "
@@ -447,11 +449,16 @@ ProtocolTraits protocol_traits(Protocol p, bool rccl) {
 }
 
 Bytes NcclConfig::buffer(Protocol p) const {
+  // The defaults as NCCL and RCCL size them (init.cc, DEFAULT_LL_BUFFSIZE and
+  // DEFAULT_LL128_BUFFSIZE from device.h): LL NCCL_LL_LINES_PER_THREAD (8) lines of 16 bytes for
+  // each of NCCL_LL_MAX_NTHREADS for NCCL_STEPS (8); LL128 NCCL_LL128_ELEMS_PER_THREAD 8-byte
+  // elements for each of NCCL_LL128_MAX_NTHREADS, 8 steps. NCCL: 512 threads, 120 elements of
+  // 640 threads; RCCL (ROCm/rccl src/include/device.h): 256 threads, 28 elements of 256.
   switch (p) {
     case Protocol::LL:
-      return ll_buffsize;
+      return ll_buffsize.value_or(Bytes(int64_t{8} * (rccl ? 256 : 512) * kNcclSteps * 16));
     case Protocol::LL128:
-      return ll128_buffsize;
+      return ll128_buffsize.value_or(Bytes(int64_t{rccl ? 28 * 256 : 120 * 640} * kNcclSteps * 8));
     case Protocol::Simple:
       break;
   }
@@ -560,8 +567,8 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
     c.nsocks_perthread = r.integer_as<int>("NCCL_NSOCKS_PERTHREAD");
   }
   if (r.has("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
-  if (take("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
-  if (take("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");
+  if (r.has("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
+  if (r.has("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");
   if (r.has("NCCL_P2P_NET_CHUNKSIZE")) c.p2p_net_chunksize = r.bytes("NCCL_P2P_NET_CHUNKSIZE");
   if (take("NCCL_P2P_NVL_CHUNKSIZE")) c.p2p_nvl_chunksize = r.bytes("NCCL_P2P_NVL_CHUNKSIZE");
   if (r.has("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");

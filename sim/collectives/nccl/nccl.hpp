@@ -149,14 +149,14 @@ struct NcclConfig {
   int max_p2p_channels = kMaxChannels;  // NCCL_MAX_P2P_NCHANNELS
   // NCCL_NCHANNELS_PER_NET_PEER (point-to-point); unset: as the release derives it
   std::optional<int> channels_per_net_peer;
-  uint32_t qps_per_connection = 1;  // NCCL_IB_QPS_PER_CONNECTION
-  bool split_data_on_qps = false;   // NCCL_IB_SPLIT_DATA_ON_QPS
-  bool net_socket = false;          // NCCL_NET=Socket (else IB: NCCL's RDMA transport)
-  int socket_nthreads = 0;          // NCCL_SOCKET_NTHREADS
-  int nsocks_perthread = 1;         // NCCL_NSOCKS_PERTHREAD
-  std::optional<Bytes> buffsize;    // NCCL_BUFFSIZE (Simple); unset: the host CPU's
-  Bytes ll_buffsize{512 << 10};     // NCCL_LL_BUFFSIZE
-  Bytes ll128_buffsize{4915200};    // NCCL_LL128_BUFFSIZE
+  uint32_t qps_per_connection = 1;      // NCCL_IB_QPS_PER_CONNECTION
+  bool split_data_on_qps = false;       // NCCL_IB_SPLIT_DATA_ON_QPS
+  bool net_socket = false;              // NCCL_NET=Socket (else IB: NCCL's RDMA transport)
+  int socket_nthreads = 0;              // NCCL_SOCKET_NTHREADS
+  int nsocks_perthread = 1;             // NCCL_NSOCKS_PERTHREAD
+  std::optional<Bytes> buffsize;        // NCCL_BUFFSIZE (Simple); unset: the host CPU's
+  std::optional<Bytes> ll_buffsize;     // NCCL_LL_BUFFSIZE; unset: the library's (buffer())
+  std::optional<Bytes> ll128_buffsize;  // NCCL_LL128_BUFFSIZE; unset: the library's
   // NCCL_P2P_NET_CHUNKSIZE; unset: the library's for the GPU and ranks (default_p2p_net_chunksize)
   std::optional<Bytes> p2p_net_chunksize;
   Bytes p2p_nvl_chunksize{512 << 10};  // NCCL_P2P_NVL_CHUNKSIZE
