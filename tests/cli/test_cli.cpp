@@ -666,7 +666,7 @@ double large_message_median_error(const std::string& csv_path) {
 TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
   // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
-  // the figures that page gives ("all six clusters, now": 16.8% under 1 MiB, 19.2% from 1 to
+  // the figures that page gives ("all six clusters, now": 13.9% under 1 MiB, 19.2% from 1 to
   // 64 MiB, 2.7% / 12.2% from 64 MiB) by more than half a point; from 64 MiB the median also
   // meets issue 8's target of 5%. A change that moves them updates that table and this test.
   // From 64 MiB each table is also held against the line-rate roofline (below).
@@ -717,7 +717,7 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   }
   EXPECT_EQ(rows, 297u);
   const auto median = [&](const char* band) { return validation::percentile(bands[band], 0.5); };
-  EXPECT_LE(median("<1MiB"), 0.168 + 0.005);
+  EXPECT_LE(median("<1MiB"), 0.139 + 0.005);
   EXPECT_LE(median("1-64MiB"), 0.192 + 0.005);
   EXPECT_LE(median(">=64MiB"), 0.05);
   EXPECT_LE(median(">=64MiB"), 0.027 + 0.005);
@@ -736,10 +736,12 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   EXPECT_THAT(behind,
               testing::IsSubsetOf({"a100_2node_ib_sharp", "gjaion_2node_ring_minctas24_qps2"}));
   // Issue 8: no size simulated slower than the next larger one unless NCCL's model says so;
-  // docs/validation.md explains the two rows that are (EFA's 64 KiB ring, RCCL's 32 B ring
-  // before its MSCCL at 64 B), and no other may join them.
-  EXPECT_THAT(slower,
-              testing::IsSubsetOf({"a100_p4d_2node_efa 65536", "aac8_mi300x_1node_INTRA 32"}));
+  // docs/validation.md explains the four rows that are (EFA's 64 KiB ring, RCCL's 32 B ring
+  // before its MSCCL at 64 B, RCCL's last Tree/LL sizes before its LL128, which the simulation
+  // runs too fast, on 2 MI355X and 2 MI300X servers), and no other may join them.
+  EXPECT_THAT(slower, testing::IsSubsetOf({"a100_p4d_2node_efa 65536", "aac8_mi300x_1node_INTRA 32",
+                                           "aac14_mi355x_pollara400_2node 65536",
+                                           "aac10_mi300x_2node 1048576"}));
 }
 
 TEST(CalibrateFit, AFitOnOneClusterCarriesOverToAnotherWithTheSameGpus) {

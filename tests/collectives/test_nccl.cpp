@@ -1155,6 +1155,36 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
   EXPECT_NEAR(one.at("ll").seconds, one_bus / (20.4e9 / 16), 0.005 * one_bus / (20.4e9 / 16));
 }
 
+TEST(NcclBehaviour, RcclLlAcrossNodesHasTheHostsLlCap) {
+  // Across nodes NCCL's LL cap is the host's ("for multi-node, we look at CPU type": llMaxBws'
+  // AMD row, 22.5 GB/s on 2 nodes, 19.0 beyond), and RCCL's LL goes the same way through the
+  // proxy and host memory, so it has the cap too (RCCL's own model has no caps). Ring AllReduce
+  // of S = 256 MiB with LL on 4 nodes x 8 cdna3 GPUs of AMD hosts, latencies off: every rank
+  // moves 1.9375 S of bus bytes at 19.0 GB/s, 27.3 ms to within the fill. On one node, where
+  // NCCL's figure is the GPU's, RCCL's LL has none: the same operation on one server is bound by
+  // its xGMI links only, far faster.
+  const auto topo = [](int nodes) {
+    return fmt::format(R"(topology:
+  type: rail_optimized
+  nodes: {0}
+  nodes_per_leaf: {0}
+  node: {{gpus: 8, gpu_arch: cdna3, cpu: amd-zen4, scale_up: mesh, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 4}}
+  spine: {{count: 4}}
+nccl: {{library: rccl, hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring,
+        NCCL_PROTO: LL, RCCL_MSCCL_ENABLE: 0}}
+workloads:
+  - {{name: ll, type: nccl, collective: allreduce, bytes: 256MiB}}
+)",
+                       nodes);
+  };
+  const double s = 256 * kMiB;
+  const double four = run(topo(4)).at("ll").seconds, bus4 = 2.0 * 31 / 32 * s;
+  EXPECT_NEAR(four, bus4 / 19.0e9, 0.005 * bus4 / 19.0e9);
+  const double one = run(topo(1)).at("ll").seconds, bus1 = 2.0 * 7 / 8 * s;
+  EXPECT_LT(one, bus1 / 19.0e9 / 4);
+}
+
 TEST(NcclBehaviour, NvlsTreeIsBoundByItsKernelsThroughput) {
   // NVLSTree's kernel moves at most perChMaxNVLSTreeBws per head of the NVLS graph (NCCL 2.30,
   // Hopper: 57.7 GB/s on 2 nodes, 45.5 beyond; HARDWARE.md 5.5), which NCCL converts like a

@@ -833,8 +833,14 @@ double OpRunner::protocol_cap() const {
   // NVLSTree kernel's is per head of the NVLS graph, and NCCL converts it to an algorithm
   // bandwidth as a ring's (algBw = busBw x nRanks / nSteps).
   const TuningInput in = tuning_input(result_.collective, result_.channels);
-  // RCCL's HIP build has none of these caps (its model scales bandwidth by ratios instead).
-  if (in.rccl != nullptr) return network::kNoRateCap;
+  // RCCL's HIP build has none of these caps (its model scales bandwidth by ratios instead),
+  // but across nodes NCCL's LL cap is not the GPU's: "for multi-node, we look at CPU type"
+  // (llMaxBws' rows 1 and 2 by the host's vendor; tuning.cc, RCCL's copy alike). LL's lines go
+  // through the proxy and host memory of the host, which RCCL's LL shares on the same host:
+  // across nodes it has the host's cap too.
+  if (in.rccl != nullptr && (result_.protocol != Protocol::LL || in.nnodes < 2)) {
+    return network::kNoRateCap;
+  }
   const ProtocolCaps& caps = protocol_caps(in.arch);
   const int col = caps_column(in.nnodes);
   const double per_graph = static_cast<double>(in.graph_channels) / result_.channels;
