@@ -2174,6 +2174,32 @@ TEST(NcclParameters, LlBuffersAreTheLibrarysUnlessSet) {
   EXPECT_EQ(rccl.buffer(Protocol::LL128).count(), 1 << 20);
 }
 
+TEST(NcclBehaviour, GbxHostsDoubleThePointToPointNetChunkAcrossNodes) {
+  // init.cc computeBuffSizes (newest releases): across nodes, on Arm hosts with Blackwell GPUs
+  // ("GBx platforms only have 4 GPUs per host"), the point-to-point chunk is twice
+  // NCCL_P2P_NET_CHUNKSIZE, set or not: 128 KiB -> 256 KiB, a set 64 KiB -> 128 KiB. Not on one
+  // node, not on x86 Blackwell hosts, not with the 2.20.3 tables.
+  const auto chunk = [](const char* cpu, int nodes, NcclConfig cfg) {
+    const fabric::Fabric f = test::fabric_from_yaml(
+        fmt::format("type: rail_optimized\nnodes: {0}\nnodes_per_leaf: {0}\n"
+                    "node: {{gpus: 4, gpu_arch: blackwell, cpu: {1}}}\nleaf: {{uplinks: 4}}\n"
+                    "spine: {{count: 4}}\n",
+                    nodes, cpu));
+    const OpRunner op(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0);
+    return op.config().p2p_net_chunksize->count();
+  };
+  const NcclConfig newest;
+  EXPECT_EQ(chunk("arm", 2, newest), 256 << 10);
+  EXPECT_EQ(chunk("arm", 1, newest), 128 << 10);
+  EXPECT_EQ(chunk("intel-sapphire-rapids", 2, newest), 128 << 10);
+  NcclConfig set = newest;
+  set.p2p_net_chunksize = Bytes(64 << 10);
+  EXPECT_EQ(chunk("arm", 2, set), 128 << 10);
+  NcclConfig old = newest;
+  old.tuning_tables = "2.20.3";
+  EXPECT_EQ(chunk("arm", 2, old), 128 << 10);
+}
+
 TEST(NcclBehaviour, OverSocketsNeitherPxnNorCollNet) {
   // NCCL_NET=Socket: the socket plugin takes host memory only, so no PXN (NCCL refuses host
   // buffers for it: network edges leave from the sender's own NIC) and no CollNet (a plugin

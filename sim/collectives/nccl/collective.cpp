@@ -126,6 +126,12 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   if (!config_.p2p_net_chunksize) {
     config_.p2p_net_chunksize = default_p2p_net_chunksize(config_.rccl, arch(), comm_.nranks());
   }
+  // GBx hosts (Arm with Blackwell) double it across nodes, a set value too (init.cc).
+  const bool gbx = f_.server_of(comm_.ranks().front()).cpu == fabric::CpuKind::Arm &&
+                   arch() == fabric::GpuArch::Blackwell;
+  if (tables_.gbx_p2p_net_chunk && gbx && comm_.nnodes() > 1) {
+    config_.p2p_net_chunksize = Bytes(2 * config_.p2p_net_chunksize->count());
+  }
   config_.p2p_net_chunksize = std::min(*config_.p2p_net_chunksize, step_bound);
   if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, arch(), comm_.nranks());
   config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);

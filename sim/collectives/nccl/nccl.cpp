@@ -167,7 +167,8 @@ constexpr Param kNcclParams[] = {
      .type = ParamType::Bytes,
      .help = "chunk of point-to-point sends over the network (8 in flight per peer; default: "
              "NCCL's, 128KiB; RCCL's by GPU and ranks: 512KiB from 64 ranks on cdna3, 256KiB "
-             "from 16 and 512KiB from 32 on cdna4)",
+             "from 16 and 512KiB from 32 on cdna4; the newest NCCL doubles it, set or not, "
+             "across nodes of Arm hosts with blackwell GPUs)",
      .check = Check::Positive,
      .optional = true},
     {.key = "NCCL_P2P_NVL_CHUNKSIZE",

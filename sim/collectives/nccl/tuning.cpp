@@ -49,7 +49,8 @@ constexpr TuningTables kNewest{
     false,
     false,
     true,
-    2};
+    2,
+    true};
 
 // NCCL 2.20.3 predates PAT.
 constexpr TuningTables kV2203{
@@ -77,7 +78,8 @@ constexpr TuningTables kV2203{
     true,
     false,
     false,
-    2};
+    2,
+    false};
 
 // NCCL 2.8.3 (NVIDIA/nccl@920dbe5b, v2.8.3-1, src/graph/tuning.cc): Tree, Ring and one CollNet
 // algorithm, the chain, whose row stands in CollNetChain's place (LL and Simple; CollNetDirect
@@ -120,7 +122,8 @@ constexpr TuningTables kV283{"2.8.3",
                              false,
                              true,
                              false,
-                             1};
+                             1,
+                             false};
 
 // RCCL's tuning model 5 (ROCm/rccl@ee2d4e42 src/graph/tuning.cc; selected by rome_model_81, 8 x
 // MI300X with 8 NICs). xGMI hops use the NVLink row. LL128 shares LL's latencies. Its model
@@ -163,7 +166,8 @@ constexpr RcclModel kRcclMi300{
      true,
      false,
      false,
-     2},
+     2,
+     false},
     {{{0.06, 0.06, 0.11},
       {0.08, 0.08, 1.00},
       {0.00, 0.00, 1.00},

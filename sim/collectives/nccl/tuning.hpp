@@ -56,6 +56,10 @@ struct TuningTables {
   // A network peer's channels where NCCL_NCHANNELS_PER_NET_PEER is unset (ncclTopoGetNchannels):
   // 1 in NCCL 2.8 (which has no such setting), 2 from its introduction on.
   int p2p_net_channels;
+  // The point-to-point network chunk doubled across nodes on GBx hosts (Arm, Blackwell): "GBx
+  // platforms only have 4 GPUs per host, which reduces the aggregation factor" (init.cc
+  // computeBuffSizes of the newest releases; its NCCL_P2P_NET_CHUNKSIZE, set or not, x 2).
+  bool gbx_p2p_net_chunk;
 };
 
 /// RCCL's tuning model (ROCm/rccl src/graph/tuning.cc, HIP branch; HARDWARE.md 6): NCCL's
