@@ -492,8 +492,9 @@ Bytes default_p2p_net_chunksize(bool rccl, fabric::GpuArch arch, int nranks) {
 }
 
 bool default_pxn(bool rccl, fabric::GpuArch arch, int nranks) {
-  if (!rccl) return true;
-  return nranks >= (arch == fabric::GpuArch::Cdna4 ? 32 : 64);
+  if (rccl && arch == fabric::GpuArch::Cdna3) return nranks >= 64;
+  if (rccl && arch == fabric::GpuArch::Cdna4) return nranks >= 32;
+  return true;  // NCCL's default; RCCL's on other GPUs too
 }
 
 const ParamTable& nccl_table() {

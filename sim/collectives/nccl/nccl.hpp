@@ -198,8 +198,9 @@ Bytes default_buffsize(fabric::CpuKind cpu, std::string_view release);
 /// (cdna3) 512 KiB from 64 ranks, gfx950 (cdna4) 256 KiB from 16 and 512 KiB from 32, 128 KiB
 /// below.
 Bytes default_p2p_net_chunksize(bool rccl, fabric::GpuArch arch, int nranks);
-/// Whether PXN is on when NCCL_PXN_DISABLE is unset: always for NCCL; for RCCL on gfx942 from
-/// 64 ranks and on gfx950 from 32 (ROCm/rccl's rcclSetPxn); a set value is taken as it is.
+/// Whether PXN is on when NCCL_PXN_DISABLE is unset: NCCL's default, on; for RCCL on gfx942
+/// from 64 ranks and on gfx950 from 32, on other GPUs NCCL's (ROCm/rccl's rcclSetPxn); a set
+/// value is taken as it is.
 bool default_pxn(bool rccl, fabric::GpuArch arch, int nranks);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
 /// included, or with `only_written` just the keys the section names (a workload's overrides).
