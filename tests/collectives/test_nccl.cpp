@@ -2200,6 +2200,24 @@ TEST(NcclBehaviour, GbxHostsDoubleThePointToPointNetChunkAcrossNodes) {
   EXPECT_EQ(chunk("arm", 2, old), 128 << 10);
 }
 
+TEST(NcclBehaviour, APointToPointChunkIsTheCommunicators) {
+  // NCCL has one point-to-point chunk a communicator, for every pair (computeBuffSizes; the
+  // Simple step of enqueue.cc): NCCL_P2P_NET_CHUNKSIZE (128 KiB) across servers, NVLink pairs
+  // included; NCCL_P2P_NVL_CHUNKSIZE (512 KiB) inside one NVLink server; 128 KiB
+  // (NCCL_P2P_PCI_CHUNKSIZE) inside one PCIe server.
+  const NcclConfig cfg;
+  const auto chunk = [&](const fabric::Fabric& f) {
+    return OpRunner(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0)
+        .p2p_chunk();
+  };
+  EXPECT_EQ(chunk(test::fabric_from_yaml(rail_topology(2, 8).substr(10))), 128 << 10);
+  EXPECT_EQ(chunk(test::fabric_from_yaml(rail_topology(1, 8).substr(10))), 512 << 10);
+  EXPECT_EQ(chunk(test::fabric_from_yaml("type: rail_optimized\nnodes: 1\nnodes_per_leaf: 1\n"
+                                         "node: {gpus: 4, scale_up: pcie, pcie_switches: 2}\nleaf: "
+                                         "{uplinks: 4}\nspine: {count: 4}\n")),
+            128 << 10);
+}
+
 TEST(NcclBehaviour, OverSocketsNeitherPxnNorCollNet) {
   // NCCL_NET=Socket: the socket plugin takes host memory only, so no PXN (NCCL refuses host
   // buffers for it: network edges leave from the sender's own NIC) and no CollNet (a plugin

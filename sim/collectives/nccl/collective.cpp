@@ -173,6 +173,12 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   }
 }
 
+int64_t OpRunner::p2p_chunk() const {
+  if (comm_.nnodes() > 1) return config_.p2p_net_chunksize->count();
+  if (comm_.pcie()) return std::min<int64_t>(128 << 10, config_.buffsize->count() / kNcclSteps);
+  return config_.p2p_nvl_chunksize.count();
+}
+
 int OpRunner::default_channels() const {
   // NCCL: two channels per NIC (its graph's rings, doubled). RCCL on MI300-class GPUs: 64
   // across nodes (its rome model's rings), 56 inside one (28 xGMI rings, doubled) (HARDWARE.md
@@ -960,7 +966,7 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
 }
 
 std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulation& sim, int i,
-                                                               int j, int k, bool network) {
+                                                               int j, int k) {
   const int n = comm_.nranks();
   const bool table = !p2p_pairs_.empty();
   const size_t at = (static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(j)) *
@@ -975,8 +981,7 @@ std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulatio
   const fabric::NodeId dst = comm_.ranks()[static_cast<size_t>(j)];
   const int port = ((j - i + n) % n + k) % comm_.nics_per_gpu();
   const Edge e = comm_.edge(src, dst, pxn(), comm_.rail_of(dst) + port);
-  const int64_t message =
-      (network ? *config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count();
+  const int64_t message = p2p_chunk();
   if (!table) return {connection(sim, e, message, kP2pChannel - k), e.network};
   // A pair connected before the table was made is in the map; a new one is kept here alone.
   const engine::ConnectionId* known =
@@ -1011,16 +1016,13 @@ void OpRunner::plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, in
     b = std::max<int64_t>(b, 1);
     // In a communicator across servers NCCL spreads each operation, over the network or
     // NVLink, over as many channels as p2p_parts says, each with its own connection (and QPs).
-    const std::vector<fabric::NodeId>& r = comm_.ranks();
-    const bool network =
-        f_.node(r[static_cast<size_t>(i)]).server != f_.node(r[static_cast<size_t>(j)]).server;
     const int parts = across_nodes ? p2p_parts(b, p2p_per_peer_, n, static_cast<int>(channels),
                                                config_.p2p_net_chunksize->count())
                                    : 1;
     for (int k = 0; k < parts; ++k) {
       const int64_t share = b / parts + (k < b % parts ? 1 : 0);
       if (share <= 0) continue;
-      const auto [id, net] = p2p_connection(sim, i, j, k, network);
+      const auto [id, net] = p2p_connection(sim, i, j, k);
       p2p_.push_back({id, net, share});
       const int round = schedule.round(i, j);
       const auto ch = static_cast<uint32_t>(schedule.channel(round, k));
@@ -1365,15 +1367,15 @@ void OpRunner::launch_p2p(engine::Simulation& sim, engine::WorkloadId id) {
 
 void OpRunner::post_p2p(engine::Simulation& sim, engine::WorkloadId id, size_t i) {
   // Each peer connection may have NCCL_STEPS chunks unacknowledged: a pair's rate is at most
-  // that window over the round trip (shared by the QPs of a split connection). Across
-  // servers the chunks are NCCL_P2P_NET_CHUNKSIZE and a step pays the NET transport's hop
-  // latency; inside a server NCCL's P2P transport moves NCCL_P2P_NVL_CHUNKSIZE chunks over
-  // NVLink at the intra-node hop latency. PAT and MSCCL connections have their own window (a
-  // collective's buffer) and step cost.
+  // that window over the round trip (shared by the QPs of a split connection). The chunk is the
+  // communicator's (p2p_chunk); a step across servers pays the NET transport's hop latency,
+  // inside a server the intra-node one. PAT and MSCCL connections have their own window (a
+  // collective's buffer) and step cost. (NCCL cuts a small operation's network chunk to a half
+  // or a quarter, enqueue.cc; not here: a cap of window over round trip would charge the smaller
+  // window to an operation that fits in it, which waits for no credit at all.)
   const double credit_us = config_.credit_latency.in_us();
   const P2pTransfer& t = p2p_[i];
-  const double chunk = static_cast<double>(
-      (t.network ? *config_.p2p_net_chunksize : config_.p2p_nvl_chunksize).count());
+  const double chunk = static_cast<double>(p2p_chunk());
   const double window = t.window > 0 ? t.window : kP2pSteps * chunk;
   const double hop = t.window > 0 ? step_cost_us(t.network)
                      : t.network  ? p2p_tail_us_

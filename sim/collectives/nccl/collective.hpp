@@ -145,6 +145,11 @@ class OpRunner {
   int threads_for(Collective c, int64_t bytes, Protocol p, Algorithm a, int channels) const;
   /// The channels NCCL's kernel runs by default for an operation large enough for all of them.
   int default_channels() const;
+  /// NCCL's point-to-point chunk of the communicator, for every pair (init.cc
+  /// computeBuffSizes, enqueue.cc): NCCL_P2P_NET_CHUNKSIZE across servers (NVLink pairs too),
+  /// inside one server NCCL_P2P_NVL_CHUNKSIZE where NVLink (or xGMI) joins the GPUs and
+  /// NCCL_P2P_PCI_CHUNKSIZE (128 KiB) over PCIe, within an eighth of the Simple buffer.
+  int64_t p2p_chunk() const;
   /// The communicator's channels (NCCL's comm->nChannels): the default within NCCL_MIN/MAX_*.
   int comm_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): as
@@ -244,10 +249,10 @@ class OpRunner {
   void plan_pat(engine::Simulation& sim, Collective c, int64_t bytes);
   void plan_p2p(engine::Simulation& sim, Collective c, int64_t bytes, int root, double imbalance,
                 uint64_t seed);
-  /// The connection of part `k` of rank i's point-to-point transfer to rank j (`network`: on
-  /// different servers), and whether it goes through the NET transport.
-  std::pair<engine::ConnectionId, bool> p2p_connection(engine::Simulation& sim, int i, int j, int k,
-                                                       bool network);
+  /// The connection of part `k` of rank i's point-to-point transfer to rank j, and whether it
+  /// goes through the NET transport.
+  std::pair<engine::ConnectionId, bool> p2p_connection(engine::Simulation& sim, int i, int j,
+                                                       int k);
   /// RCCL's MSCCL schedule that runs the operation instead of its tuner's choice, or nullptr.
   const MscclAlgorithm* msccl_for(Collective c, int64_t bytes) const;
   /// MSCCL's all-pairs AllReduce: every rank's transfers to every peer, in one or two passes.
