@@ -1935,18 +1935,24 @@ TEST(NcclTuning, RcclTakesModelSixOnGfx950) {
   EXPECT_NEAR(t6 - t5, 9 * (t5 - lat), 1e-6 * t6);
 }
 
-/// `nodes` servers of 8 GPUs of a generation (`gpu_arch`) on one leaf per rail, and an RCCL
-/// runner over all their GPUs.
+/// `nodes` servers described by `node` (a flow mapping of topology.node keys) on one leaf per
+/// rail; arch_fabric: 8 GPUs of a generation (`gpu_arch`); a runner over all their GPUs.
+fabric::Fabric node_fabric(const std::string& node, int nodes) {
+  return test::fabric_from_yaml(
+      fmt::format("type: rail_optimized\nnodes: {0}\nnodes_per_leaf: {0}\nnode: {1}\n"
+                  "leaf: {{uplinks: 4}}\nspine: {{count: 4}}\n",
+                  nodes, node));
+}
 fabric::Fabric arch_fabric(const char* arch, int nodes) {
-  return test::fabric_from_yaml(fmt::format(
-      "type: rail_optimized\nnodes: {0}\nnodes_per_leaf: {0}\nnode: {{gpus: 8, gpu_arch: {1}}}\n"
-      "leaf: {{uplinks: 4}}\nspine: {{count: 4}}\n",
-      nodes, arch));
+  return node_fabric(fmt::format("{{gpus: 8, gpu_arch: {}}}", arch), nodes);
+}
+OpRunner runner_of_all(const fabric::Fabric& f, const NcclConfig& cfg) {
+  return OpRunner(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0);
 }
 OpRunner rccl_runner(const fabric::Fabric& f, NcclConfig cfg) {
   cfg.rccl = true;
   cfg.tuning_tables = "rccl-mi300";
-  return OpRunner(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0);
+  return runner_of_all(f, cfg);
 }
 
 TEST(NcclBehaviour, RcclDefaultsFollowTheGpu) {
@@ -2179,14 +2185,10 @@ TEST(NcclBehaviour, GbxHostsDoubleThePointToPointNetChunkAcrossNodes) {
   // ("GBx platforms only have 4 GPUs per host"), the point-to-point chunk is twice
   // NCCL_P2P_NET_CHUNKSIZE, set or not: 128 KiB -> 256 KiB, a set 64 KiB -> 128 KiB. Not on one
   // node, not on x86 Blackwell hosts, not with the 2.20.3 tables.
-  const auto chunk = [](const char* cpu, int nodes, NcclConfig cfg) {
-    const fabric::Fabric f = test::fabric_from_yaml(
-        fmt::format("type: rail_optimized\nnodes: {0}\nnodes_per_leaf: {0}\n"
-                    "node: {{gpus: 4, gpu_arch: blackwell, cpu: {1}}}\nleaf: {{uplinks: 4}}\n"
-                    "spine: {{count: 4}}\n",
-                    nodes, cpu));
-    const OpRunner op(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0);
-    return op.config().p2p_net_chunksize->count();
+  const auto chunk = [](const char* cpu, int nodes, const NcclConfig& cfg) {
+    const fabric::Fabric f =
+        node_fabric(fmt::format("{{gpus: 4, gpu_arch: blackwell, cpu: {}}}", cpu), nodes);
+    return runner_of_all(f, cfg).config().p2p_net_chunksize->count();
   };
   const NcclConfig newest;
   EXPECT_EQ(chunk("arm", 2, newest), 256 << 10);
@@ -2206,16 +2208,10 @@ TEST(NcclBehaviour, APointToPointChunkIsTheCommunicators) {
   // included; NCCL_P2P_NVL_CHUNKSIZE (512 KiB) inside one NVLink server; 128 KiB
   // (NCCL_P2P_PCI_CHUNKSIZE) inside one PCIe server.
   const NcclConfig cfg;
-  const auto chunk = [&](const fabric::Fabric& f) {
-    return OpRunner(f, std::vector<fabric::NodeId>(f.gpus().begin(), f.gpus().end()), cfg, 0)
-        .p2p_chunk();
-  };
-  EXPECT_EQ(chunk(test::fabric_from_yaml(rail_topology(2, 8).substr(10))), 128 << 10);
-  EXPECT_EQ(chunk(test::fabric_from_yaml(rail_topology(1, 8).substr(10))), 512 << 10);
-  EXPECT_EQ(chunk(test::fabric_from_yaml("type: rail_optimized\nnodes: 1\nnodes_per_leaf: 1\n"
-                                         "node: {gpus: 4, scale_up: pcie, pcie_switches: 2}\nleaf: "
-                                         "{uplinks: 4}\nspine: {count: 4}\n")),
-            128 << 10);
+  EXPECT_EQ(runner_of_all(arch_fabric("hopper", 2), cfg).p2p_chunk(), 128 << 10);
+  EXPECT_EQ(runner_of_all(arch_fabric("hopper", 1), cfg).p2p_chunk(), 512 << 10);
+  const fabric::Fabric pcie = node_fabric("{gpus: 4, scale_up: pcie, pcie_switches: 2}", 1);
+  EXPECT_EQ(runner_of_all(pcie, cfg).p2p_chunk(), 128 << 10);
 }
 
 TEST(NcclBehaviour, OverSocketsNeitherPxnNorCollNet) {

@@ -119,21 +119,20 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   ROCESIM_CHECK(id < kMaxRunners, "a runner id below 2^23");
   // NCCL's buffers as its init sizes them (computeBuffSizes): Simple's by the host CPU unless
   // set, and the point-to-point chunks within an eighth of it (NCCL_STEPS of them fill it).
-  if (!config_.buffsize)
-    config_.buffsize =
-        default_buffsize(f_.server_of(comm_.ranks().front()).cpu, config_.tuning_tables);
+  const fabric::Server& server = f_.server_of(comm_.ranks().front());
+  if (!config_.buffsize) config_.buffsize = default_buffsize(server.cpu, config_.tuning_tables);
   const Bytes step_bound(config_.buffsize->count() / kNcclSteps);
   if (!config_.p2p_net_chunksize) {
-    config_.p2p_net_chunksize = default_p2p_net_chunksize(config_.rccl, arch(), comm_.nranks());
+    config_.p2p_net_chunksize =
+        default_p2p_net_chunksize(config_.rccl, server.arch, comm_.nranks());
   }
   // GBx hosts (Arm with Blackwell) double it across nodes, a set value too (init.cc).
-  const bool gbx = f_.server_of(comm_.ranks().front()).cpu == fabric::CpuKind::Arm &&
-                   arch() == fabric::GpuArch::Blackwell;
+  const bool gbx = server.cpu == fabric::CpuKind::Arm && server.arch == fabric::GpuArch::Blackwell;
   if (tables_.gbx_p2p_net_chunk && gbx && comm_.nnodes() > 1) {
     config_.p2p_net_chunksize = Bytes(2 * config_.p2p_net_chunksize->count());
   }
   config_.p2p_net_chunksize = std::min(*config_.p2p_net_chunksize, step_bound);
-  if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, arch(), comm_.nranks());
+  if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, server.arch, comm_.nranks());
   config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);
   // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
   // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
@@ -201,8 +200,7 @@ double OpRunner::thread_threshold(Collective c, Protocol p, Algorithm a) const {
   if (is_collnet(a) && p == Protocol::Simple) t = config_.rccl ? 256 : 512;
   // RCCL's tuning model sets AllGather's and ReduceScatter's across nodes, times the ranks,
   // unless the channels are set (rcclUpdateThreadThreshold).
-  const RcclModel* rccl = rccl_model(config_.tuning_tables, arch());
-  const RcclRange* range = rccl != nullptr ? rccl->range(c) : nullptr;
+  const RcclRange* range = rccl() != nullptr ? rccl()->range(c) : nullptr;
   const bool channels_set = config_.min_channels > 0 || config_.max_channels > 0;
   if (range != nullptr && comm_.nnodes() > 1 && !channels_set &&
       (c == Collective::AllGather || c == Collective::ReduceScatter)) {
@@ -295,7 +293,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   in.pat = config_.pat_enable != 0;
   in.net_overhead_us = config_.net_overhead.value_or(default_net_overhead(server.cpu)).in_us();
   in.latency_inter_us = server.net_latency.in_us();
-  in.rccl = rccl_model(config_.tuning_tables, in.arch);
+  in.rccl = rccl();
   in.amd_host = fabric::is_amd(server.cpu);
   // LL128 only where NCCL has tested it, inside NVLink domains, unless NCCL_PROTO names the
   // protocols (tuning.cc: an explicit list enables what it allows).

@@ -288,6 +288,8 @@ class OpRunner {
   double thread_threshold(Collective c, Protocol p, Algorithm a) const;
   /// The GPU generation of the communicator's first rank.
   fabric::GpuArch arch() const { return f_.server_of(comm_.ranks().front()).arch; }
+  /// RCCL's tuning model for the communicator's GPUs, or null for NCCL.
+  const RcclModel* rccl() const { return rccl_model(config_.tuning_tables, arch()); }
   /// A channel's full complement of threads with a protocol.
   double max_threads(Protocol p) const;
   /// The pace of each stage of the chain and tree channels: a stage's slowest leg on the
