@@ -666,10 +666,11 @@ double large_message_median_error(const std::string& csv_path) {
 TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
   // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
-  // the figures that page gives ("all six clusters, now": 13.9% under 1 MiB, 19.2% from 1 to
-  // 64 MiB, 2.7% / 12.2% from 64 MiB) by more than half a point; from 64 MiB the median also
-  // meets issue 8's target of 5%. A change that moves them updates that table and this test.
-  // From 64 MiB each table is also held against the line-rate roofline (below).
+  // the figures that page gives ("all six clusters, now": 13.9% under 1 MiB, 17.9% from 1 to
+  // 64 MiB, 3.0% / 11.9% from 64 MiB) by more than half a point; from 64 MiB the median and the
+  // 90th percentile also meet issue 8's targets of 5% and 12%. A change that moves them updates
+  // that table and this test. From 64 MiB each table is also held against the line-rate roofline
+  // (below).
   struct Cluster {
     const char* scenario;
     const char* dataset;
@@ -718,10 +719,11 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   EXPECT_EQ(rows, 297u);
   const auto median = [&](const char* band) { return validation::percentile(bands[band], 0.5); };
   EXPECT_LE(median("<1MiB"), 0.139 + 0.005);
-  EXPECT_LE(median("1-64MiB"), 0.192 + 0.005);
+  EXPECT_LE(median("1-64MiB"), 0.179 + 0.005);
   EXPECT_LE(median(">=64MiB"), 0.05);
-  EXPECT_LE(median(">=64MiB"), 0.027 + 0.005);
-  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.122 + 0.005);
+  EXPECT_LE(median(">=64MiB"), 0.030 + 0.005);
+  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.12);
+  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.119 + 0.005);
   // Issue 8: every table beats the line-rate roofline from 64 MiB (its median |time error| is
   // below the roofline's). 14 of the 16 tables with such rows do; docs/validation.md names the
   // two that do not (SHARP's 2 servers, 4.1% against 3.7%; gj-aion's forced rings, 6.3% against

@@ -611,7 +611,7 @@ TEST(NcclClosedForm, NvlinkPairsUseTheP2pTransportWindow) {
 }
 
 TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
-  // Broadcast of S = 1 GiB from rank 0, Simple: each channel is a chain of n - 1 = 31 edges
+  // Broadcast of S = 64 GiB from rank 0, Simple: each channel is a chain of n - 1 = 31 edges
   // along its ring from the root, moving S/16 at B/2 (the rail NICs carry two channels each):
   // bandwidth term S / (8 B). A rank forwards each step (512 KiB, chunk = slice for Broadcast)
   // as soon as it has it, so the last rank's data trails by the chain's latency plus a slice
@@ -621,12 +621,19 @@ TEST(NcclClosedForm, BroadcastIsAPipelinedChain) {
   // enter the root's server through the root's NVLink predecessor, so their chain holds all 4
   // network edges and 27 NVLink edges, the first from the root: 27 L_nvl + 4 L_pxn, and
   // 3 slices at B/2, 26 at 450 GB/s / 16 and one at 450 GB/s / 14.
-  const double s = kGiB, slice = 512 * 1024;
+  // That is the steady state, where every channel's stage on a link runs beside every other's.
+  // A chain of N = S / 16 / slice = 8192 slices keeps stage k busy N slice times from k, and a
+  // channel d <= 30 stages away shares a link (N - d) / N of that time: each NVLink stage's load
+  // is between (1 - 30 / N) and 1 times the steady one, so the time lies between the steady
+  // state's and that less 27 x 16 x 30 / N slices at 450 GB/s (1.8 us of 176 ms). (Stage loads
+  // at fewer slices: ATreeOfFewSlicesCrossesEachStageAlone.)
+  const double s = 64 * kGiB, slice = 512 * 1024, nvlink = 450e9, n = s / 16 / slice;
   const Figures w =
-      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: broadcast, bytes: 1GiB");
-  const double expected = s / (8 * kB) + 27 * kLnvl + 4 * kLpxn + 3 * slice / (kB / 2) +
-                          26 * slice / (450e9 / 16) + slice / (450e9 / 14);
-  EXPECT_NEAR(w.seconds, expected, 2e-9);
+      run_one(rail_topology(4, 8), kNoNcclLatency, "collective: broadcast, bytes: 64GiB");
+  const double steady = s / (8 * kB) + 27 * kLnvl + 4 * kLpxn + 3 * slice / (kB / 2) +
+                        26 * slice / (nvlink / 16) + slice / (nvlink / 14);
+  EXPECT_LE(w.seconds, steady + 2e-9);
+  EXPECT_GE(w.seconds, steady - 27 * 16 * 30 / n * slice / nvlink - 2e-9);
   EXPECT_NEAR(w["busbw_GBps"], w["algbw_GBps"], 1e-12);  // factor 1
 }
 
@@ -688,8 +695,9 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   //  * 64 KiB: D = 32 KiB a channel, the chunk halved to 32 KiB: one slice. While it goes up,
   //    nothing goes down, so each stage has the NIC to itself: pace B, and
   //    T = D / (B/2) + 2 L_net + s / B = 3 s / B + 2 L_net.
-  //  * 4 MiB: D = 2 MiB, chunk 256 KiB: 8 slices, more than the 2 stages, so the stages run
-  //    side by side at the steady pace B/2: T = D / (B/2) + 2 L_net + s / (B/2).
+  //  * 4 MiB: D = 2 MiB, chunk 256 KiB: N = 8 slices. Stage 0 is busy 8 slice times and the
+  //    other channel's stage 1, one slice behind, shares its NIC for 7 of them: the stage's
+  //    load is 1 + 7/8 on average, its pace B / (15/8): T = D / (B/2) + 2 L_net + 15 s / (8 B).
   std::string topo = rail_topology(2, 1);
   topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
   const double b = test::roce_payload(100e9);
@@ -704,7 +712,7 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   const double small = 32 * 1024.0;
   EXPECT_NEAR(time("64KiB"), 3 * small / b + 2 * kLnet, 2e-9);
   const double d = 2 * kMiB, slice = 256 * 1024.0;
-  EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + slice / (b / 2), 2e-9);
+  EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + 15 * slice / (8 * b), 2e-9);
 }
 
 TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
@@ -717,8 +725,8 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   //  * 256 KiB: D = 128 KiB, D_w < a step: one piece, each stage alone on its NIC at B:
   //    T = D_w / (B/2) + 2 L_net + D_w / B = 3 D_w / B + 2 L_net (line by line it would be about
   //    2 D_w / B + 2 L_net).
-  //  * 64 MiB: D = 32 MiB, 56 steps, the stages side by side at B/2:
-  //    T = D_w / (B/2) + 2 L_net + step / (B/2).
+  //  * 64 MiB: D = 32 MiB, N = D_w / step = 56.9 steps; the other channel's stage shares each
+  //    NIC (N - 1) / N of the time: T = D_w / (B/2) + 2 L_net + step (1 + (N - 1) / N) / B.
   // Ring, 64 MiB: chunks of one step of data (576000 B) for each of the n = 2 ranks, so
   // ceil(D / (2 x 576000)) = 30 loops of 2 (n - 1) = 2 steps, K = 60. Each step waits for its
   // upstream's chunk, which crossed the network whole: a chunk to fill it at the channel's
@@ -742,7 +750,8 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   const double small = 128 * 1024.0 * 128 / 120;
   EXPECT_NEAR(time("Tree", "256KiB"), 3 * small / b + 2 * kLnet, 2e-9);
   const double large = 32 * kMiB * 128 / 120, step = 4915200.0 / 8;
-  EXPECT_NEAR(time("Tree", "64MiB"), large / (b / 2) + 2 * kLnet + step / (b / 2), 2e-9);
+  const double n = large / step;
+  EXPECT_NEAR(time("Tree", "64MiB"), large / (b / 2) + 2 * kLnet + step * (2 - 1 / n) / b, 2e-9);
   EXPECT_NEAR(time("Ring", "64MiB"), large / (b / 2) + 60 * kLnet, 2e-9);
 }
 
@@ -866,8 +875,10 @@ TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {
   // Fill: the scatter hop, a leg through the switch and the broadcast hop (2 L_nvl + L_net),
   // then a step of both heads' chunks, s = 2 x 256 KiB (a step of 512 KiB halved while a head
   // has fewer than 64 x depth 2 chunks a channel), through every stage but the slowest: the
-  // scatter and the broadcast at their pace C / 4 (every channel's scatter and broadcast share
-  // a GPU link), one of the two network stages at r: 2 s / (C / 4) + s / (B / 2).
+  // scatter and the broadcast at their pace over a GPU link that every channel's scatter and
+  // broadcast share, half a channel's data each: the 4 scatters whole and the 4 broadcasts,
+  // 3 stages away, for (N - 3) / N of the time, N = D / s = 128 slices: a load of
+  // 2 + 2 x 125/128; one of the two network stages at r: 2 s load / C + s / (B / 2).
   const auto topology = R"(topology:
   type: clos
   racks: 1
@@ -886,7 +897,8 @@ TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {
   EXPECT_EQ(d.notes.at("algorithm"), "CollNetDirect");
   EXPECT_EQ(d["channels"], 4);
   const double s = 256 * kMiB, c = 450e9, slice = 512 * 1024;
-  EXPECT_NEAR(d.seconds, s / (2 * kB) + 2 * kLnvl + kLnet + 2 * slice / (c / 4) + slice / (kB / 2),
+  const double load = 2 + 2 * 125.0 / 128;
+  EXPECT_NEAR(d.seconds, s / (2 * kB) + 2 * kLnvl + kLnet + 2 * slice * load / c + slice / (kB / 2),
               2e-9);
 }
 

@@ -722,11 +722,13 @@ void OpRunner::set_stage_rates(engine::Simulation& sim) {
   // Every channel of the operation moves alike and in step, so stage k of one channel runs
   // alongside stage k of every other. A stage moves at the pace of its slowest leg alone at the
   // busiest link of its path (its QP's path): capacity / load, the load being the bytes per
-  // byte of a channel of the legs that run there at the same time. With N slices in a channel,
-  // a slice at stage k runs beside the slices just ahead and behind it, at stages less than N
-  // apart: the load counts those (all of them once N reaches the depth, the steady state), and
-  // the legs of every stage always. A stage with no leg of its own (NVLS's, CollNet's way
-  // through the switches) moves at the pace of those legs, at the steady load.
+  // byte of a channel of the legs that run there, on average over the stage's busy time. With
+  // N slices in a channel (N = data / slice, a fraction for a last partial slice), stage k is
+  // busy N slice times from slice time k, and stage k + d from k + d: they overlap for
+  // max(0, N - |d|) of stage k's N, so a leg d stages away counts with that fraction of its
+  // share (nearly all of it once N is well past the depth, the steady state; none at |d| >= N),
+  // and the legs of every stage count whole. A stage with no leg of its own (NVLS's, CollNet's
+  // way through the switches) moves at the pace of those legs.
   StageLoads& t = stage_loads_;
   auto path_of = [&](engine::ConnectionId leg) {
     return sim.paths().links(sim.qps()[sim.connection_qps(leg).first].path);
@@ -782,10 +784,10 @@ void OpRunner::set_stage_rates(engine::Simulation& sim) {
   }
   t.begin.back() = out;
   t.sorted.resize(out);
-  // Each (link, stage)'s load within a window of stages, made again when a channel's differs.
-  int window_done = -1;
-  auto make_loads = [&](int window) {
-    if (window == window_done) return;
+  // Each (link, stage)'s load for N slices, made again when a channel's N differs.
+  double slices_done = -1;
+  auto make_loads = [&](double slices) {
+    if (slices == slices_done) return;
     t.load.resize(t.sorted.size());
     for (size_t k = 0; k < t.links.size(); ++k) {
       for (uint32_t i = t.begin[k]; i < t.begin[k + 1]; ++i) {
@@ -793,13 +795,15 @@ void OpRunner::set_stage_rates(engine::Simulation& sim) {
         double sum = 0;
         for (uint32_t j = t.begin[k]; j < t.begin[k + 1]; ++j) {
           const int other = t.sorted[j].stage;
-          if (stage == kEveryStage || other == kEveryStage || std::abs(other - stage) < window)
-            sum += t.sorted[j].share;
+          const double overlap = stage == kEveryStage || other == kEveryStage
+                                     ? 1.0
+                                     : std::max(0.0, slices - std::abs(other - stage)) / slices;
+          sum += t.sorted[j].share * overlap;
         }
         t.load[i] = sum;
       }
     }
-    window_done = window;
+    slices_done = slices;
   };
   auto load = [&](fabric::LinkId l, int stage) {
     const uint32_t k = t.index[l];
@@ -814,8 +818,7 @@ void OpRunner::set_stage_rates(engine::Simulation& sim) {
     double coarsest = chan.slice;
     for (const double s : chan.stage_slice)
       coarsest = std::max(coarsest, s);
-    const double slices = std::ceil(chan.wire_bytes / std::max(coarsest, 1.0));
-    make_loads(static_cast<int>(std::min<double>(slices, chan.hops)));
+    make_loads(std::max(1.0, chan.wire_bytes / std::max(coarsest, 1.0)));
     chan.stages.assign(static_cast<size_t>(chan.hops), network::kNoRateCap);
     double shared = network::kNoRateCap;  // the legs of every stage
     for (size_t i = 0; i < chan.legs.size(); ++i) {
