@@ -471,10 +471,13 @@ uint32_t Simulation::start_running(uint32_t transfer, QpIndex qp, routing::PathI
                                    uint32_t legs, const network::FlowSpec& spec) {
   const network::FlowHandle h = net_.start(spec, now_);
   const uint32_t slot = running_.acquire();
+  const Connection& c = connections_[qps_[qp].connection];
   running_[slot] = Running{transfer,
                            qp,
                            path,
                            legs,
+                           c.src,
+                           c.dst,
                            next_flow_id_++,
                            static_cast<int64_t>(spec.bytes),
                            now_,
@@ -690,13 +693,11 @@ void Simulation::deliver(uint32_t flow) {
   const Running r = running_[flow];
   running_[flow].live = false;
   running_.release(flow);
-  const QpInfo& qi = qps_[r.qp];
-  const Connection& c = connections_[qi.connection];
   const Transfer& tr = transfers_[r.transfer];
   const FlowRecord rec{r.id,
                        tr.workload,
-                       c.src,
-                       c.dst,
+                       r.src,
+                       r.dst,
                        r.qp,
                        r.path,
                        r.legs,

@@ -297,6 +297,9 @@ class Simulation {
     QpIndex qp;
     routing::PathId path;
     uint32_t legs;
+    // Its connection's ends, copied at the start (where the connection is in hand) so that the
+    // delivery reads no QP or connection: those tables are the largest (an AlltoAll's).
+    fabric::NodeId src, dst;
     uint64_t id;
     int64_t bytes;
     Time start;
