@@ -698,6 +698,9 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   //  * 4 MiB: D = 2 MiB, chunk 256 KiB: N = 8 slices. Stage 0 is busy 8 slice times and the
   //    other channel's stage 1, one slice behind, shares its NIC for 7 of them: the stage's
   //    load is 1 + 7/8 on average, its pace B / (15/8): T = D / (B/2) + 2 L_net + 15 s / (8 B).
+  //  * 2,000 KiB: D = 1,000 KiB, chunk 128 KiB (halved while under 8 chunks a channel): N =
+  //    7.8125, a partial last slice, and the load 1 + (N - 1) / N, no whole count of slices:
+  //    T = D / (B/2) + 2 L_net + s (2 - 1/N) / B.
   std::string topo = rail_topology(2, 1);
   topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
   const double b = test::roce_payload(100e9);
@@ -713,6 +716,8 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   EXPECT_NEAR(time("64KiB"), 3 * small / b + 2 * kLnet, 2e-9);
   const double d = 2 * kMiB, slice = 256 * 1024.0;
   EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + 15 * slice / (8 * b), 2e-9);
+  const double part = 1000 * 1024.0, chunk = 128 * 1024.0, n = part / chunk;
+  EXPECT_NEAR(time("2000KiB"), part / (b / 2) + 2 * kLnet + chunk * (2 - 1 / n) / b, 2e-9);
 }
 
 TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
