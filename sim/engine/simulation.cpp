@@ -93,6 +93,7 @@ uint32_t Simulation::add_link_event(LinkEvent e) {
 void Simulation::apply_link_event(uint32_t i) {
   LinkEvent& e = link_events_[i];
   e.applied = true;
+  ++paths_version_;
   for (const fabric::LinkId l : e.links) {
     switch (e.action) {
       case LinkAction::Down:
@@ -159,6 +160,7 @@ bool Simulation::same_route(QpIndex qp) const {
 }
 
 routing::PathId Simulation::assign_route(QpIndex qp) {
+  ++paths_version_;
   QpInfo& info = qps_[qp];
   if (spread_.size() == 1) {
     info.sub_count = 0;

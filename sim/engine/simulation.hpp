@@ -262,6 +262,9 @@ class Simulation {
   /// Whether a link is up now, and its capacity now (bytes/s of payload; 0 while down).
   bool link_up(fabric::LinkId l) const { return link_up_[l] != 0; }
   double link_capacity(fabric::LinkId l) const;
+  /// Moves whenever a QP takes a path or a link's capacity changes: what a workload derived
+  /// from the QPs' paths and the links' capacities holds while it has not moved.
+  uint64_t paths_version() const { return paths_version_; }
   uint64_t events() const { return events_; }
   uint64_t flows_started() const { return next_flow_id_; }
   Time end_time() const { return now_; }
@@ -387,6 +390,7 @@ class Simulation {
   std::vector<uint32_t> slot_of_handle_;  // network handle -> engine flow slot
   DeliveryLanes<uint32_t> deliveries_;    // bandwidth phase over, waiting for the last byte
   std::vector<uint32_t> lane_of_path_;    // delivery lane of each path (by its latency)
+  uint64_t paths_version_ = 0;            // see paths_version()
   std::vector<network::Completion> finished_;
   routing::Spread spread_;   // the router's last answer
   routing::Spread entropy_;  // one entropy's answer, for a multipath NIC's spread

@@ -720,6 +720,31 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   EXPECT_NEAR(time("2000KiB"), part / (b / 2) + 2 * kLnet + chunk * (2 - 1 / n) / b, 2e-9);
 }
 
+TEST(NcclClosedForm, AnOperationRepeatedAfterALinkChangesTakesTheNewPace) {
+  // A runner keeps the stage paces of its last operation for the same operation again on the
+  // same paths and capacities (nccl-tests' iterations). The 2-node tree above, 4 MiB: a NIC's
+  // uplink slows from 100 to 50 Gb/s during the first of two back-to-back operations, so the
+  // second runs wholly on the slower link, as an operation started on it would:
+  // T(2 operations) - T(1 operation) = T(1 operation started after the change).
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple}\n";
+  const auto time = [&](const char* at, int iterations, const char* start) {
+    return run(fmt::format("{}{}events:\n  - {{at: {}, action: speed, speed: 50Gbps, link: "
+                           "[node0/nic0, rail0/leaf0]}}\nworkloads:\n  - {{name: w, type: nccl, "
+                           "collective: allreduce, bytes: 4MiB, iterations: {}, start: {}, "
+                           "nccl: {{NCCL_ALGO: Tree}}}}\n",
+                           topo, nccl, at, iterations, start))
+        .at("w")
+        .seconds;
+  };
+  const double one = time("100us", 1, "0s"), two = time("100us", 2, "0s");
+  const double after = time("0s", 1, "10us");
+  EXPECT_GT(after, time("1s", 1, "0s") * 1.5);  // the slower link binds
+  EXPECT_NEAR(two - one, after, 2e-9);
+}
+
 TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   // LL128's lines carry 120 of 128 bytes, so D of data is D_w = D x 128/120 on the wire. Through
   // NVLink LL128 forwards line by line, but NCCL's proxy sends a buffer step over the network

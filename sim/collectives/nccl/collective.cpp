@@ -715,10 +715,19 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.hops_latency_us += net_latency;  // up to the root and down again: one leg's path
     }
   }
-  set_stage_rates(sim);
+  set_stage_rates(sim, c, bytes, root);
 }
 
-void OpRunner::set_stage_rates(engine::Simulation& sim) {
+void OpRunner::set_stage_rates(engine::Simulation& sim, Collective c, int64_t bytes, int root) {
+  StagePaces& kept = stage_paces_;
+  if (kept.bytes == bytes && kept.paths_version == sim.paths_version() && kept.collective == c &&
+      kept.algorithm == result_.algorithm && kept.protocol == result_.protocol &&
+      kept.channels == result_.channels && kept.root == root &&
+      kept.stages.size() == channels_.size()) {
+    for (size_t ch = 0; ch < channels_.size(); ++ch)
+      channels_[ch].stages = kept.stages[ch];
+    return;
+  }
   // Every channel of the operation moves alike and in step, so stage k of one channel runs
   // alongside stage k of every other. A stage moves at the pace of its slowest leg alone at the
   // busiest link of its path (its QP's path): capacity / load, the load being the bytes per
@@ -837,6 +846,16 @@ void OpRunner::set_stage_rates(engine::Simulation& sim) {
       if (own[k] == 0) chan.stages[k] = shared;
     }
   }
+  kept = {sim.paths_version(),
+          c,
+          result_.algorithm,
+          result_.protocol,
+          result_.channels,
+          bytes,
+          root,
+          {}};
+  for (const Channel& chan : channels_)
+    kept.stages.push_back(chan.stages);
 }
 
 double OpRunner::protocol_cap() const {

@@ -295,7 +295,7 @@ class OpRunner {
   /// The pace of each stage of the chain and tree channels: a stage's slowest leg on the
   /// busiest of its links, with the legs of every channel that run there at the same time,
   /// moves capacity / load bytes of a channel per second.
-  void set_stage_rates(engine::Simulation& sim);
+  void set_stage_rates(engine::Simulation& sim, Collective c, int64_t bytes, int root);
   struct StageUse {
     uint32_t link;  // the link's index among those the operation crosses
     int stage;      // a leg's stage, or kEveryStage
@@ -314,6 +314,20 @@ class OpRunner {
     std::vector<double> load;
   };
   StageLoads stage_loads_;
+  // The stage paces of the last operation that computed them and what they came from: the
+  // same operation again on the same paths and capacities (nccl-tests' iterations) plans the
+  // same channels, so it takes them as they are.
+  struct StagePaces {
+    uint64_t paths_version = 0;
+    Collective collective{};
+    Algorithm algorithm{};
+    Protocol protocol{};
+    int channels = 0;
+    int64_t bytes = -1;  // none yet
+    int root = 0;
+    std::vector<std::vector<double>> stages;  // per channel (empty for a ring's)
+  };
+  StagePaces stage_paces_;
   /// NCCL's per-step cost of a hop (hwLat x hop_latency_factor, less the reference wire), in us,
   /// of the operation in progress: set_step_costs() computes both kinds when it starts.
   double step_cost_us(bool network) const { return step_cost_us_[network ? 1 : 0]; }
