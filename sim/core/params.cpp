@@ -10,7 +10,6 @@
 #include "sim/core/quantity.hpp"
 
 namespace rocesim {
-namespace {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
@@ -27,6 +26,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   }
   return row[b.size()];
 }
+
+namespace {
 
 std::string key_list(const ParamTable& table) {
   std::string out;

@@ -22,6 +22,9 @@
 
 namespace rocesim {
 
+/// Levenshtein distance between two strings (for suggesting the name a user meant).
+size_t edit_distance(std::string_view a, std::string_view b);
+
 enum class ParamType {
   Integer,    // whole number
   Number,     // real number

@@ -61,12 +61,45 @@ NodeId find_switch(std::string_view name, const Fabric& f) {
   return n != kNone && is_network_switch(f.node(n)) ? n : kNone;
 }
 
+std::string example_node(const Fabric& f, const std::function<bool(const Node&)>& ok) {
+  for (NodeId n = 0; n < f.node_count(); ++n) {
+    if (ok(f.node(n))) return f.node(n).name;
+  }
+  return {};
+}
+
+std::string did_you_mean(const Fabric& f, std::string_view given,
+                         const std::function<bool(const Node&)>& ok) {
+  const std::string tail = fmt::format("/{}", given);
+  const Node* best = nullptr;
+  size_t best_d = 3;
+  for (NodeId n = 0; n < f.node_count(); ++n) {
+    const Node& x = f.node(n);
+    if (!ok(x)) continue;
+    if (x.name.ends_with(tail)) return fmt::format(" (did you mean '{}'?)", x.name);
+    // Names differ in length by at least their distance: most are passed over unmeasured.
+    const size_t gap =
+        x.name.size() > given.size() ? x.name.size() - given.size() : given.size() - x.name.size();
+    if (gap >= best_d) continue;
+    const size_t d = edit_distance(given, x.name);
+    if (d < best_d) {
+      best_d = d;
+      best = &x;
+    }
+  }
+  return best == nullptr ? std::string{} : fmt::format(" (did you mean '{}'?)", best->name);
+}
+
 NodeId select_switch(const ConfigNode& v, const Fabric& f) {
   const NodeId n = v.is_scalar() ? find_switch(v.value(), f) : kNone;
   if (n == kNone) {
-    throw InputError(v.where(), v.path(), "the name of a fabric switch, such as 'spine3'",
-                     v.is_scalar() ? fmt::format("'{}', which is not a fabric switch", v.value())
-                                   : v.describe());
+    const auto is_switch = [](const Node& x) { return is_network_switch(x); };
+    throw InputError(
+        v.where(), v.path(),
+        fmt::format("the name of a fabric switch, such as '{}'", example_node(f, is_switch)),
+        v.is_scalar() ? fmt::format("'{}', which is not a fabric switch{}", v.value(),
+                                    did_you_mean(f, v.value(), is_switch))
+                      : v.describe());
   }
   return n;
 }

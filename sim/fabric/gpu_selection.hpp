@@ -7,7 +7,9 @@
 // the job's r-th GPU (its placement) and a GPU name must be one of the job's.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,5 +45,11 @@ NodeId select_gpu(const ConfigNode& value, const Fabric& f);
 NodeId select_switch(const ConfigNode& value, const Fabric& f);
 /// The fabric switch of that name, else kNone.
 NodeId find_switch(std::string_view name, const Fabric& f);
+/// For an error naming a node that is not one `ok` accepts: the name of the first node it
+/// accepts (an example), and " (did you mean 'X'?)" for the one the user most likely meant
+/// (one whose name ends with "/given", else the nearest within two edits), or "".
+std::string example_node(const Fabric& f, const std::function<bool(const Node&)>& ok);
+std::string did_you_mean(const Fabric& f, std::string_view given,
+                         const std::function<bool(const Node&)>& ok);
 
 }  // namespace rocesim::fabric

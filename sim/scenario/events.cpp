@@ -63,9 +63,15 @@ fabric::NodeId cable_end(const ConfigNode& v, const fabric::Fabric& f) {
   const bool ok = n != fabric::kNone &&
                   (fabric::is_network_switch(f.node(n)) || f.node(n).kind == fabric::NodeKind::Nic);
   if (!ok) {
-    throw InputError(
-        v.where(), v.path(), "the name of a fabric switch or a NIC, such as 'leaf0'",
-        v.is_scalar() ? fmt::format("'{}', which is not one", v.value()) : v.describe());
+    const auto end = [](const fabric::Node& x) {
+      return fabric::is_network_switch(x) || x.kind == fabric::NodeKind::Nic;
+    };
+    throw InputError(v.where(), v.path(),
+                     fmt::format("the name of a fabric switch or a NIC, such as '{}'",
+                                 fabric::example_node(f, end)),
+                     v.is_scalar() ? fmt::format("'{}', which is not one{}", v.value(),
+                                                 fabric::did_you_mean(f, v.value(), end))
+                                   : v.describe());
   }
   return n;
 }

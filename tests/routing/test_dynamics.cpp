@@ -475,6 +475,14 @@ TEST(LinkEvents, BadEventsAreLocatedErrors) {
       {"{at: 1us, action: down, link: [leaf0, leaf1]}", "link", "two nodes joined by a cable"},
       {"{at: 1us, action: down, link: [leaf0, node0/gpu0]}", "link[1]",
        "the name of a fabric switch or a NIC"},
+      // A name the fabric does not have: the nearest it has (within two edits), or one that
+      // ends the same after a '/' (a NIC's "node1/nic0" for "nic0").
+      {"{at: 1us, action: down, link: [leaf0, spine7]}", "link[1]",
+       "found 'spine7', which is not one (did you mean 'spine0'?)"},
+      {"{at: 1us, action: down, link: [leaf0, nic0]}", "link[1]",
+       "which is not one (did you mean 'node0/nic0'?)"},
+      {"{at: 1us, action: down, switch: leaf7}", "switch",
+       "found 'leaf7', which is not a fabric switch (did you mean 'leaf0'?)"},
       {"{at: 1us, action: speed, speed: 800Gbps, link: [leaf0, spine1]}", "speed",
        "at most the links' nominal rate"},
       {"{at: 1us, action: down, speed: 100Gbps, link: [leaf0, spine1]}", "speed",

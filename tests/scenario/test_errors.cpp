@@ -431,8 +431,8 @@ TEST_F(ScenarioErrors, ViaNamesNoSwitch) {
   expect_rejected(f, {.file = f.scenario,
                       .at = locate(yaml, "spine7"),
                       .key = "workloads[1].flows[0].via[0]",
-                      .expected = "the name of a fabric switch, such as 'spine3'",
-                      .found = "'spine7', which is not a fabric switch"});
+                      .expected = "the name of a fabric switch, such as 'leaf0'",
+                      .found = "'spine7', which is not a fabric switch (did you mean 'spine0'?)"});
 }
 
 TEST_F(ScenarioErrors, TopologyFileThatDoesNotExist) {
