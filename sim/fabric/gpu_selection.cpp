@@ -42,8 +42,10 @@ NodeId Ranks::gpu(const ConfigNode& v) const {
   }
   const NodeId g = f_.find(v.value());
   if (g == kNone || f_.node(g).kind != NodeKind::Gpu) {
+    const auto is_gpu = [](const Node& x) { return x.kind == NodeKind::Gpu; };
     throw InputError(v.where(), v.path(), rank_help(n, job_),
-                     fmt::format("'{}', which is not a GPU of this fabric", v.value()));
+                     fmt::format("'{}', which is not a GPU of this fabric{}", v.value(),
+                                 did_you_mean(f_, v.value(), is_gpu)));
   }
   if (job_ && std::find(gpus_.begin(), gpus_.end(), g) == gpus_.end()) {
     throw InputError(v.where(), v.path(), rank_help(n, job_),

@@ -411,7 +411,8 @@ TEST_F(ScenarioErrors, GpuNameThatDoesNotExist) {
                       .at = locate(yaml, "node9/gpu0"),
                       .key = "workloads[1].flows[0].dst",
                       .expected = "a rank from 0 to 3 or a GPU name such as 'node0/gpu0'",
-                      .found = "'node9/gpu0', which is not a GPU of this fabric"});
+                      .found = "'node9/gpu0', which is not a GPU of this fabric (did you mean "
+                               "'node0/gpu0'?)"});
 }
 
 TEST_F(ScenarioErrors, RepeatedRank) {
