@@ -16,6 +16,8 @@
 namespace rocesim::collectives::nccl {
 namespace {
 
+const Communicator::Tree kNoTree{};  // a tree of no edges (NVLS inside one node)
+
 // NCCL's chunking of collectives (MODELS.md 5.1): CHUNKSTEPS = NCCL_STEPS/2 and SLICESTEPS =
 // NCCL_STEPS/4 for AllReduce, AllGather and ReduceScatter; 1 and 1 for Broadcast and Reduce.
 constexpr int kChunkSteps = kNcclSteps / 2;
@@ -458,6 +460,30 @@ void OpRunner::start(engine::Simulation& sim, engine::WorkloadId id, Collective 
   sim.timer(id, sim.now() + launch, tag(kLaunch, 0));
 }
 
+const Communicator::Tree& OpRunner::tree_of(LegShape shape, int channel) {
+  const int ch = shape == LegShape::CollNetDirect ? 0 : channel;  // one for every channel
+  auto [it, fresh] = trees_.try_emplace({shape, ch});
+  if (fresh) {
+    switch (shape) {
+      case LegShape::Tree:
+        it->second = comm_.tree(ch);
+        break;
+      case LegShape::CollNetChains:
+        it->second = comm_.collnet_chains(ch);
+        break;
+      case LegShape::CollNetDirect:
+        it->second = comm_.collnet_direct();
+        break;
+      case LegShape::NvlsTree:
+        it->second = comm_.leader_tree(ch);
+        break;
+      default:
+        ROCESIM_CHECK(false, "a tree shape");
+    }
+  }
+  return it->second;
+}
+
 void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root) {
   const Protocol p = result_.protocol;
   const Algorithm a = result_.algorithm;
@@ -551,7 +577,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       for (int k = 0; k < comm_.nnodes(); ++k)
         node_legs += comm_.node_ring(k).size();
       const bool nvls_tree = a == Algorithm::NvlsTree;
-      const Communicator::Tree t = nvls_tree ? comm_.leader_tree(ch) : Communicator::Tree{};
+      const Communicator::Tree& t = nvls_tree ? tree_of(LegShape::NvlsTree, ch) : kNoTree;
       edges = &legs_of(nvls_tree ? LegShape::NvlsTree : LegShape::Nvls, [&] {
         std::vector<Edge> out;
         for (int k = 0; k < comm_.nnodes(); ++k) {
@@ -589,9 +615,10 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // leaders or heads through the switches are added below). One slice per chunk.
       const bool tree = a == Algorithm::Tree;
       const bool direct = a == Algorithm::CollNetDirect;
-      const Communicator::Tree t = tree     ? comm_.tree(ch)
-                                   : direct ? comm_.collnet_direct()
-                                            : comm_.collnet_chains(ch);
+      const Communicator::Tree& t = tree_of(tree     ? LegShape::Tree
+                                            : direct ? LegShape::CollNetDirect
+                                                     : LegShape::CollNetChains,
+                                            ch);
       edges = &legs_of(tree     ? LegShape::Tree
                        : direct ? LegShape::CollNetDirect
                                 : LegShape::CollNetChains,
@@ -648,7 +675,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       if (bcast_like) {
         chan.hops_latency_us = sum;
       } else if (a == Algorithm::Tree) {
-        const Communicator::Tree t = comm_.tree(ch);
+        const Communicator::Tree& t = tree_of(LegShape::Tree, ch);
         chan.hops_latency_us = 2 * (t.intra * nvlink_max + t.depth * net_max);
       } else if (nvls_like) {
         // NCCL's count: one NVLS step inside the node, the tree up and down between nodes (NVLS

@@ -392,6 +392,10 @@ class OpRunner {
     std::vector<engine::ConnectionId> legs;
   };
   std::map<LegKey, LegSet> legs_;
+  /// The communicator's tree of a shape (Tree, CollNetChains, CollNetDirect, NvlsTree's
+  /// leaders) on a channel, made once: it depends on nothing else.
+  const Communicator::Tree& tree_of(LegShape shape, int channel);
+  std::map<std::pair<LegShape, int>, Communicator::Tree> trees_;
 
   // The operation in progress.
   OpResult result_;
