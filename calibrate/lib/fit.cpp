@@ -21,7 +21,10 @@ using validation::NcclTestsRow;
 using validation::NcclTestsTable;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kStep = 1e-3;          // finite-difference step in scaled coordinates
+constexpr double kStep = 1e-3;  // finite-difference step in scaled coordinates
+// Probes of a converged fit, in scaled coordinates, and how many new descents they may start.
+constexpr double kProbes[] = {0.003, 0.01, 0.03};
+constexpr int kProbeRestarts = 4;
 constexpr double kNoEffect = 1e-3;      // max |dr/dx| below which a parameter does nothing
 constexpr double kConfounded = 0.95;    // |correlation| above which two are confounded
 constexpr double kPhysicalSlack = 0.1;  // an efficiency's relative distance from its nominal
@@ -580,74 +583,125 @@ FitReport fit(const std::vector<validation::NcclTestsLog>& measured,
   double cost = report.nominal_cost;
   double lambda = -1, nu = 2;
   Eigen::VectorXd w = loss.weights(r);
-  for (int it = 0; it < options.max_iterations; ++it) {
-    report.iterations = it + 1;
-    if (options.on_iteration) options.on_iteration(it + 1, options.max_iterations, cost);
-    const Eigen::VectorXd g = J.transpose() * w.asDiagonal() * r;
-    std::vector<Eigen::Index> active;
+  report.iterations = 0;
+  const auto descend = [&] {
+    report.converged = false;
+    while (report.iterations < options.max_iterations) {
+      ++report.iterations;
+      if (options.on_iteration) {
+        options.on_iteration(report.iterations, options.max_iterations, cost);
+      }
+      const Eigen::VectorXd g = J.transpose() * w.asDiagonal() * r;
+      std::vector<Eigen::Index> active;
+      for (Eigen::Index j = 0; j < p; ++j) {
+        if (!free[static_cast<size_t>(j)]) continue;
+        const bool held = (x[j] <= 0 && g[j] > 0) || (x[j] >= 1 && g[j] < 0);
+        if (!held) active.push_back(j);
+      }
+      if (active.empty()) {
+        report.converged = true;
+        return;
+      }
+      const auto q = static_cast<Eigen::Index>(active.size());
+      Eigen::MatrixXd A(q, q);
+      Eigen::VectorXd b(q);
+      for (Eigen::Index a = 0; a < q; ++a) {
+        b[a] = -g[active[static_cast<size_t>(a)]];
+        for (Eigen::Index c = 0; c < q; ++c) {
+          A(a, c) = J.col(active[static_cast<size_t>(a)])
+                        .cwiseProduct(w)
+                        .dot(J.col(active[static_cast<size_t>(c)]));
+        }
+      }
+      if (lambda < 0) lambda = 1e-3 * A.diagonal().maxCoeff();
+      if (b.cwiseAbs().maxCoeff() < 1e-12) {
+        report.converged = true;
+        return;
+      }
+      Eigen::MatrixXd D = A.diagonal().cwiseMax(1e-12).asDiagonal();
+      const Eigen::VectorXd step = (A + lambda * D).ldlt().solve(b);
+      Eigen::VectorXd xn = x;
+      for (Eigen::Index a = 0; a < q; ++a) {
+        const Eigen::Index j = active[static_cast<size_t>(a)];
+        xn[j] = std::clamp(x[j] + step[a], 0.0, 1.0);
+      }
+      const Eigen::VectorXd dx = xn - x;
+      const std::vector<Eigen::VectorXd> trial{xn};
+      const Eigen::VectorXd rn = log_ratios(model.batch(trial, keep_train)[0], rows);
+      const double cost_n = loss.cost(rn);
+      // Gain ratio: actual over predicted decrease of S for the (projected) step, the
+      // prediction from the reweighted quadratic model.
+      const Eigen::VectorXd predicted_r = r + J * dx;
+      const double predicted =
+          r.cwiseProduct(w).dot(r) - predicted_r.cwiseProduct(w).dot(predicted_r);
+      const double rho = predicted > 0 ? (cost - cost_n) / predicted : -1;
+      if (cost_n < cost && rho > 0) {
+        const double change = (cost - cost_n) / std::max(cost, 1e-300);
+        x = xn;
+        r = rn;
+        w = loss.weights(r);
+        cost = cost_n;
+        lambda *= std::max(1.0 / 3.0, 1 - std::pow(2 * rho - 1, 3));
+        nu = 2;
+        J = jacobian(model, x, rows, keep_train);  // at x: the next step, or the uncertainty
+        if (change < options.tolerance || dx.cwiseAbs().maxCoeff() < 1e-7) {
+          report.converged = true;
+          return;
+        }
+      } else {
+        lambda *= nu;
+        nu *= 2;
+        if (lambda > 1e12 * std::max(1.0, A.diagonal().maxCoeff())) {
+          report.converged = true;  // no step along the gradient lowers S: a minimum
+          return;
+        }
+      }
+    }
+  };
+  descend();
+  // The simulated times are piecewise smooth: the tuner's choice of algorithm and protocol, and
+  // chunk counts, switch at points that move with the parameters. A finite-difference step that
+  // straddles a switch gives the quadratic model a slope that is not there, and the iteration
+  // can stop beside a switch whose far side has the lower cost. So a converged descent is
+  // probed: each free parameter alone, a few sizes either way (kProbes, in scaled coordinates);
+  // the best probe that lowers the cost starts a new descent.
+  for (int restart = 0;
+       restart < kProbeRestarts && report.converged && report.iterations < options.max_iterations;
+       ++restart) {
+    std::vector<Eigen::VectorXd> probes;
     for (Eigen::Index j = 0; j < p; ++j) {
       if (!free[static_cast<size_t>(j)]) continue;
-      const bool held = (x[j] <= 0 && g[j] > 0) || (x[j] >= 1 && g[j] < 0);
-      if (!held) active.push_back(j);
-    }
-    if (active.empty()) {
-      report.converged = true;
-      break;
-    }
-    const auto q = static_cast<Eigen::Index>(active.size());
-    Eigen::MatrixXd A(q, q);
-    Eigen::VectorXd b(q);
-    for (Eigen::Index a = 0; a < q; ++a) {
-      b[a] = -g[active[static_cast<size_t>(a)]];
-      for (Eigen::Index c = 0; c < q; ++c) {
-        A(a, c) = J.col(active[static_cast<size_t>(a)])
-                      .cwiseProduct(w)
-                      .dot(J.col(active[static_cast<size_t>(c)]));
+      for (const double d : kProbes) {
+        for (const double sign : {-1.0, 1.0}) {
+          Eigen::VectorXd y = x;
+          y[j] = std::clamp(x[j] + sign * d, 0.0, 1.0);
+          if (y[j] != x[j]) probes.push_back(y);
+        }
       }
     }
-    if (lambda < 0) lambda = 1e-3 * A.diagonal().maxCoeff();
-    if (b.cwiseAbs().maxCoeff() < 1e-12) {
-      report.converged = true;
-      break;
-    }
-    Eigen::MatrixXd D = A.diagonal().cwiseMax(1e-12).asDiagonal();
-    const Eigen::VectorXd step = (A + lambda * D).ldlt().solve(b);
-    Eigen::VectorXd xn = x;
-    for (Eigen::Index a = 0; a < q; ++a) {
-      const Eigen::Index j = active[static_cast<size_t>(a)];
-      xn[j] = std::clamp(x[j] + step[a], 0.0, 1.0);
-    }
-    const Eigen::VectorXd dx = xn - x;
-    const std::vector<Eigen::VectorXd> trial{xn};
-    const Eigen::VectorXd rn = log_ratios(model.batch(trial, keep_train)[0], rows);
-    const double cost_n = loss.cost(rn);
-    // Gain ratio: actual over predicted decrease of S for the (projected) step, the prediction
-    // from the reweighted quadratic model.
-    const Eigen::VectorXd predicted_r = r + J * dx;
-    const double predicted =
-        r.cwiseProduct(w).dot(r) - predicted_r.cwiseProduct(w).dot(predicted_r);
-    const double rho = predicted > 0 ? (cost - cost_n) / predicted : -1;
-    if (cost_n < cost && rho > 0) {
-      const double change = (cost - cost_n) / std::max(cost, 1e-300);
-      x = xn;
-      r = rn;
-      w = loss.weights(r);
-      cost = cost_n;
-      lambda *= std::max(1.0 / 3.0, 1 - std::pow(2 * rho - 1, 3));
-      nu = 2;
-      J = jacobian(model, x, rows, keep_train);  // at x: the next step, or the uncertainty
-      if (change < options.tolerance || dx.cwiseAbs().maxCoeff() < 1e-7) {
-        report.converged = true;
-        break;
-      }
-    } else {
-      lambda *= nu;
-      nu *= 2;
-      if (lambda > 1e12 * std::max(1.0, A.diagonal().maxCoeff())) {
-        report.converged = true;  // no step along the gradient lowers S: a minimum
-        break;
+    if (probes.empty()) break;
+    const std::vector<std::vector<double>> times = model.batch(probes, keep_train);
+    size_t best = probes.size();
+    double best_cost = cost * (1 - options.tolerance);
+    Eigen::VectorXd best_r;
+    for (size_t k = 0; k < probes.size(); ++k) {
+      const Eigen::VectorXd rk = log_ratios(times[k], rows);
+      const double ck = loss.cost(rk);
+      if (ck < best_cost) {
+        best = k;
+        best_cost = ck;
+        best_r = rk;
       }
     }
+    if (best == probes.size()) break;
+    x = probes[best];
+    r = best_r;
+    w = loss.weights(r);
+    cost = best_cost;
+    lambda = -1;
+    nu = 2;
+    J = jacobian(model, x, rows, keep_train);
+    descend();
   }
   if (!report.converged) {
     report.warnings.push_back(
