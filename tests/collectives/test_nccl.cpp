@@ -2,8 +2,9 @@
 // collectives on idle fabrics, and the behaviour users rely on it for (ring versus tree, QP
 // scaling, hierarchical versus flat, protocols, credit windows, in-network reduction).
 //
-// Closed forms switch NCCL's own latencies off (`hop_latency_factor: 0`, `launch_latency: 0s`)
-// so that every term comes from the fabric, whose latencies are chosen to be known:
+// Closed forms switch NCCL's own latencies and the proxy's posting time off (`hop_latency_factor:
+// 0`, `launch_latency: 0s`, `proxy_post_latency: 0s`) so that every term comes from the fabric,
+// whose latencies are chosen to be known:
 //   NVLink edge (GPU -> NVSwitch -> GPU):                    L_nvl = 2 v            = 0.5 us
 //   network edge through a PXN relay (GPU -> NVSwitch -> relay GPU -> PCIe -> NIC -> rail leaf
 //   -> NIC -> PCIe -> GPU):                                  L_pxn = 2v + 2p + 2n + f = 2.3 us
@@ -74,7 +75,8 @@ std::string rail_topology(int nodes, int gpus, const char* nic_speed = "400Gbps"
 }
 
 constexpr const char* kNoNcclLatency =
-    "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple}\n";
+    "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_PROTO: "
+    "Simple}\n";
 
 struct Figures {
   std::map<std::string, double> values;
@@ -502,7 +504,9 @@ TEST(NcclBehaviour, AllToAllAtScaleKeepsOneConnectionAPair) {
   // latencies.
   const std::string topo = rail_topology(8, 8);
   const std::string w = "collective: alltoall, bytes: 1GiB";
-  const std::string base = "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple";
+  const std::string base =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_PROTO: "
+      "Simple";
   const Figures one = run_one(topo, kNoNcclLatency, w);
   const Figures old = run_one(topo, base + ", tuning_tables: \"2.20.3\"}\n", w);
   const Figures set = run_one(topo, base + ", NCCL_NCHANNELS_PER_NET_PEER: 2}\n", w);
@@ -529,10 +533,11 @@ TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
   //   T = 62 S / (64 B) + 4 L_net,
   // where the parts all at once (a single batch) would take 62 S / (64 B) + L_net.
   const double s = 256 * kMiB;
-  const Figures w = run_one(rail_topology(32, 1),
-                            "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: "
-                            "Simple, NCCL_NCHANNELS_PER_NET_PEER: 2}\n",
-                            "collective: alltoall, bytes: 256MiB");
+  const Figures w = run_one(
+      rail_topology(32, 1),
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_PROTO: "
+      "Simple, NCCL_NCHANNELS_PER_NET_PEER: 2}\n",
+      "collective: alltoall, bytes: 256MiB");
   EXPECT_NEAR(w.seconds, 62 * s / (64 * kB) + 4 * kLnet, 2e-9);
   // NCCL's own default at this scale (2.22 to 2.28) is one channel a network peer (2 x 32
   // ranks > 4 x 2 channels): a pair is one part of S/32 on channel r mod 2, channel 0 holding
@@ -543,10 +548,11 @@ TEST(NcclClosedForm, AllToAllRunsInBatchesOfEightRounds) {
   EXPECT_NEAR(d.seconds, 31 * s / (32 * kB) + 2 * kLnet, 2e-9);
   // NCCL_MAX_P2P_NCHANNELS = 1: one p2p channel holds the copy to itself and all 31 parts of
   // S/32, batches of 8 operations: 7, 8, 8, 8 parts in turn, T = 31 S / (32 B) + 4 L_net.
-  const Figures one = run_one(rail_topology(32, 1),
-                              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: "
-                              "Simple, NCCL_MAX_P2P_NCHANNELS: 1}\n",
-                              "collective: alltoall, bytes: 256MiB");
+  const Figures one = run_one(
+      rail_topology(32, 1),
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_PROTO: "
+      "Simple, NCCL_MAX_P2P_NCHANNELS: 1}\n",
+      "collective: alltoall, bytes: 256MiB");
   EXPECT_NEAR(one.seconds, 31 * s / (32 * kB) + 4 * kLnet, 2e-9);
 }
 
@@ -561,7 +567,8 @@ TEST(NcclClosedForm, GatherWithOneChannelWaitsForEachBatch) {
   // 8, 8 and 7 parts and T took 4 L_net.)
   const double s = 256 * kMiB;
   const Figures w = run_one(rail_topology(16, 1),
-                            "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple, "
+                            "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: "
+                            "0s, NCCL_PROTO: Simple, "
                             "NCCL_MAX_NCHANNELS: 1}\n",
                             "collective: gather, bytes: 256MiB");
   EXPECT_NEAR(w.seconds, 15.0 / 16 * s / kB + 2 * kLnet, 2e-9);
@@ -729,7 +736,8 @@ TEST(NcclClosedForm, AnOperationRepeatedAfterALinkChangesTakesTheNewPace) {
   std::string topo = rail_topology(2, 1);
   topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
   const std::string nccl =
-      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_PROTO: Simple}\n";
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_PROTO: "
+      "Simple}\n";
   const auto time = [&](const char* at, int iterations, const char* start) {
     return run(fmt::format("{}{}events:\n  - {{at: {}, action: speed, speed: 50Gbps, link: "
                            "[node0/nic0, rail0/leaf0]}}\nworkloads:\n  - {{name: w, type: nccl, "
@@ -768,7 +776,7 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   const double b = test::roce_payload(100e9);
   const auto time = [&](const char* algorithm, const char* bytes) {
     const Figures w =
-        run_one(topo, "nccl: {hop_latency_factor: 0, launch_latency: 0s}\n",
+        run_one(topo, "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s}\n",
                 fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: {}, "
                             "NCCL_PROTO: LL128}}",
                             bytes, algorithm));
@@ -804,7 +812,7 @@ TEST(NcclClosedForm, PatSendsEachRankTheBlocksOfItsDimensions) {
     EXPECT_EQ(w["channels"], 2);
     return w.seconds;
   };
-  const char* off = "nccl: {hop_latency_factor: 0, launch_latency: 0s}\n";
+  const char* off = "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s}\n";
   const char* on = "nccl: {launch_latency: 0s}\n";
   EXPECT_NEAR(time("allgather", off), 0.75 * s / kB + 2 * kLnet, 2e-9);
   EXPECT_NEAR(time("reducescatter", off), 0.75 * s / kB + 2 * kLnet, 2e-9);
@@ -839,7 +847,8 @@ TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // nodes: 36 GB/s of bus bandwidth per graph channel, 9 GB/s of data a channel) is above B/2.
   const double s = 256 * kMiB, chunk = 512 * 1024, b = test::roce_payload(100e9);
   const std::string nccl =
-      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, "
+      "NCCL_COLLNET_ENABLE: 1}\n";
   const Figures cn = run_one(rail_topology(4, 1, "100Gbps"), nccl,
                              "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNet}");
   EXPECT_EQ(cn.notes.at("algorithm"), "CollNetChain");
@@ -859,7 +868,8 @@ TEST(NcclClosedForm, CollNetChainMovesAtTheTreeKernelsThroughput) {
   // data take S / 18 GB/s; the fill is the previous test's (stages at the links' pace B/2).
   const double s = 256 * kMiB, chunk = 512 * 1024, kernel = 36e9 / 2 / 2;
   const std::string nccl =
-      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, "
+      "NCCL_COLLNET_ENABLE: 1}\n";
   const Figures cn = run_one(rail_topology(4, 1), nccl,
                              "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNet}");
   EXPECT_EQ(cn.notes.at("algorithm"), "CollNetChain");
@@ -882,7 +892,8 @@ TEST(NcclClosedForm, Nccl28CollNetWithLlMovesASixthOfItsGraph) {
   spine: {count: 4, latency: 3us}
 )";
   const std::string nccl =
-      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1, "
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, "
+      "NCCL_COLLNET_ENABLE: 1, "
       "tuning_tables: \"2.8.3\"}\n";
   const Figures cn = run_one(topology, nccl,
                              "collective: allreduce, bytes: 64MiB, "
@@ -921,7 +932,8 @@ TEST(NcclClosedForm, CollNetDirectScattersToEveryHeadAndBroadcastsBack) {
   link_latency: 1us
 )";
   const std::string nccl =
-      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_COLLNET_ENABLE: 1}\n";
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, "
+      "NCCL_COLLNET_ENABLE: 1}\n";
   const Figures d = run_one(
       topology, nccl, "collective: allreduce, bytes: 256MiB, nccl: {NCCL_ALGO: CollNetDirect}");
   EXPECT_EQ(d.notes.at("algorithm"), "CollNetDirect");
@@ -943,7 +955,8 @@ TEST(NcclClosedForm, NvlsAcrossNodesReducesInTheSwitches) {
   // switch (L_nvl + L_net), and a step of the 8 heads' chunks (8 x 128 KiB = 1 MiB) through
   // the 3 of the 4 stages (NVLS reduction, up, down, NVLS broadcast) after the first, at r
   // (every leg serves two stages: all move at the channel's pace).
-  const std::string nccl = "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLS";
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: NVLS";
   const Figures sharp = run_one(rail_topology(2, 8), nccl + ", NCCL_COLLNET_ENABLE: 1}\n",
                                 "collective: allreduce, bytes: 4GiB");
   EXPECT_EQ(sharp.notes.at("algorithm"), "NVLS");
@@ -965,7 +978,9 @@ TEST(NcclClosedForm, NvlsAllGatherAndReduceScatterAreOneStepThroughTheSwitch) {
   // ReduceScatter: each GPU reads its share reduced, every link sending S (receiving S/8). The
   // model puts S/e on each GPU link both ways: T = S / (C e) + L_nvl (one NVLS step, no fill:
   // a single stage).
-  const std::string nccl = "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLS}\n";
+  const std::string nccl =
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: "
+      "NVLS}\n";
   const double s = kGiB, expected = s / (450e9 * 0.85) + kLnvl;
   for (const char* c : {"allgather", "reducescatter"}) {
     const Figures f =
@@ -1174,24 +1189,26 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
   // Simple. Ring AllReduce of S = 256 MiB on n = 32 ranks (4 servers x 8 GPUs), latencies off:
   // every rank moves 2(n-1)/n S = 1.9375 S of bus bytes, so LL takes 1.9375 S / 20.4e9 =
   // 25.5 ms, to within the pipeline fill, and Simple is NIC-bound: 1.9375 S / (8 x 49.02e9).
-  const auto w = run(rail_topology(4, 8) +
-                     "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring}\n"
-                     "workloads:\n"
-                     "  - {name: simple, type: nccl, collective: allreduce, bytes: 256MiB, "
-                     "nccl: {NCCL_PROTO: Simple}}\n"
-                     "  - {name: ll, type: nccl, collective: allreduce, bytes: 256MiB, "
-                     "after: [simple], nccl: {NCCL_PROTO: LL}}\n");
+  const auto w = run(
+      rail_topology(4, 8) +
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: Ring}\n"
+      "workloads:\n"
+      "  - {name: simple, type: nccl, collective: allreduce, bytes: 256MiB, "
+      "nccl: {NCCL_PROTO: Simple}}\n"
+      "  - {name: ll, type: nccl, collective: allreduce, bytes: 256MiB, "
+      "after: [simple], nccl: {NCCL_PROTO: LL}}\n");
   EXPECT_EQ(w.at("ll").notes.at("protocol"), "LL");
   const double s = 256 * kMiB, bus = 2.0 * 31 / 32 * s;
   EXPECT_NEAR(w.at("ll").seconds, bus / 20.4e9, 0.005 * bus / 20.4e9);
   EXPECT_NEAR(w.at("simple").seconds, bus / (8 * kB), 0.01 * bus / (8 * kB));
   // llMaxBw is the kernel's with its 16 default channels (2 per NIC): one channel (a CTA) moves
   // a sixteenth of it however few run. With NCCL_MAX_NCHANNELS=1, 1.9375 S / (20.4e9 / 16).
-  const auto one = run(rail_topology(4, 8) +
-                       "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring, "
-                       "NCCL_PROTO: LL, NCCL_MAX_NCHANNELS: 1}\n"
-                       "workloads:\n"
-                       "  - {name: ll, type: nccl, collective: allreduce, bytes: 16MiB}\n");
+  const auto one = run(
+      rail_topology(4, 8) +
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: Ring, "
+      "NCCL_PROTO: LL, NCCL_MAX_NCHANNELS: 1}\n"
+      "workloads:\n"
+      "  - {name: ll, type: nccl, collective: allreduce, bytes: 16MiB}\n");
   EXPECT_EQ(one.at("ll")["channels"], 1);
   const double one_bus = 2.0 * 31 / 32 * 16 * kMiB;
   EXPECT_NEAR(one.at("ll").seconds, one_bus / (20.4e9 / 16), 0.005 * one_bus / (20.4e9 / 16));
@@ -1213,7 +1230,7 @@ TEST(NcclBehaviour, RcclLlAcrossNodesHasTheHostsLlCap) {
   node: {{gpus: 8, gpu_arch: cdna3, cpu: amd-zen4, scale_up: mesh, nic_speed: 400Gbps}}
   leaf: {{uplinks: 4}}
   spine: {{count: 4}}
-nccl: {{library: rccl, hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: Ring,
+nccl: {{library: rccl, hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: Ring,
         NCCL_PROTO: LL, RCCL_MSCCL_ENABLE: 0}}
 workloads:
   - {{name: ll, type: nccl, collective: allreduce, bytes: 256MiB}}
@@ -1245,7 +1262,8 @@ TEST(NcclBehaviour, NvlsTreeIsBoundByItsKernelsThroughput) {
   // few us, are inside the tolerance.)
   const double s = 4096 * kMiB;
   const std::string nccl =
-      "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLSTree}\n";
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: "
+      "NVLSTree}\n";
   const Figures two = run_one(rail_topology(2, 8), nccl, "collective: allreduce, bytes: 4GiB");
   EXPECT_EQ(two.notes.at("algorithm"), "NVLSTree");
   const double two_bw = 57.7e9 * 8 * 16 / 30;
@@ -1265,11 +1283,11 @@ TEST(NcclBehaviour, NvlsTreeHeadsEachHaveTheirOwnCreditWindow) {
   // 1 ms the window binds: a channel of D = 4 GiB / 16 = 256 MiB takes (D - W) / W = 31 round
   // trips of about 1 ms beyond its first window (the wire adds microseconds), 31 ms and a
   // little; one connection of 8 chunks per channel would take (D - 1 MiB) / 1 MiB = 255.
-  const Figures w =
-      run_one(rail_topology(2, 8),
-              "nccl: {hop_latency_factor: 0, launch_latency: 0s, NCCL_ALGO: NVLSTree, "
-              "credit_latency: 1ms}\n",
-              "collective: allreduce, bytes: 4GiB");
+  const Figures w = run_one(rail_topology(2, 8),
+                            "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: "
+                            "0s, NCCL_ALGO: NVLSTree, "
+                            "credit_latency: 1ms}\n",
+                            "collective: allreduce, bytes: 4GiB");
   EXPECT_EQ(w.notes.at("algorithm"), "NVLSTree");
   EXPECT_GT(w.seconds, 31e-3);
   EXPECT_LT(w.seconds, 32e-3);
@@ -1588,13 +1606,16 @@ TEST(NcclClosedForm, TheProxyPostsEachChannelsNetworkStepInTurn) {
   // another, so each network step of an operation on C channels costs (C - 1) p more. Tree/LL
   // AllReduce of 64 KiB on 2 servers of 8 GPUs: C = 16 channels (4 KiB each), and the tree's
   // critical path crosses the network twice (up to the root's node and down again), so the
-  // operation takes 2 x 15 x p longer: 30 us with p = 1 us. NCCL's own estimate is unchanged.
+  // operation takes 2 x 15 x p longer than with p = 0: 30 us with p = 1 us, 7.2 us with the
+  // default 240 ns. NCCL's own estimate is unchanged.
   const std::string w =
       "collective: allreduce, bytes: 64KiB, nccl: {NCCL_ALGO: Tree, NCCL_PROTO: LL}";
-  const Figures base = run_one(rack_topology(2, 8), "", w);
+  const Figures base = run_one(rack_topology(2, 8), "nccl: {proxy_post_latency: 0s}\n", w);
   const Figures posted = run_one(rack_topology(2, 8), "nccl: {proxy_post_latency: 1us}\n", w);
+  const Figures by_default = run_one(rack_topology(2, 8), "", w);
   EXPECT_EQ(base["channels"], 16);
   EXPECT_NEAR(posted.seconds - base.seconds, 2 * 15 * 1e-6, 1e-9);
+  EXPECT_NEAR(by_default.seconds - base.seconds, 2 * 15 * 240e-9, 1e-9);
   EXPECT_DOUBLE_EQ(posted["nccl_model_us"], base["nccl_model_us"]);
 }
 
@@ -1851,7 +1872,7 @@ nccl: {{library: rccl{}}}
                    fmt::format("collective: allreduce, bytes: {}", bytes));
   };
   const double b = 48e9, l = 250e-9, mib = kMiB;
-  const char* off = ", hop_latency_factor: 0, launch_latency: 0s";
+  const char* off = ", hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s";
   const Figures two_pass = op(1, "1MiB", off);
   EXPECT_EQ(two_pass.notes.at("algorithm"), "MSCCL");
   EXPECT_EQ(two_pass.notes.at("protocol"), "Simple");

@@ -164,13 +164,13 @@ struct NcclConfig {
   bool collnet = false;                // NCCL_COLLNET_ENABLE
   std::optional<Time> net_overhead;    // NCCL_NET_OVERHEAD; unset: the host CPU's
   // The model's own parameters.
-  bool rccl = false;                     // library: rccl (AMD) instead of nccl
-  std::string tuning_tables = "newest";  // pinned tuning.cc constants
-  std::optional<Time> launch_latency;    // per operation; default: NCCL's baseLat
-  double base_latency_factor = 1.0;      // scales NCCL's baseLat (without launch_latency)
-  double hop_latency_factor = 1.0;       // scales NCCL's per-hop latencies (hwLat)
-  Time credit_latency{};                 // receiver's time to return a credit (CTS)
-  Time proxy_post_latency{};             // proxy's host time per channel's network step
+  bool rccl = false;                        // library: rccl (AMD) instead of nccl
+  std::string tuning_tables = "newest";     // pinned tuning.cc constants
+  std::optional<Time> launch_latency;       // per operation; default: NCCL's baseLat
+  double base_latency_factor = 1.0;         // scales NCCL's baseLat (without launch_latency)
+  double hop_latency_factor = 1.0;          // scales NCCL's per-hop latencies (hwLat)
+  Time credit_latency{};                    // receiver's time to return a credit (CTS)
+  Time proxy_post_latency = Time::ns(240);  // proxy's host time per channel's network step
 
   Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)
   /// NCCL over sockets: the TCP connections that carry a connection's data, as NCCL's socket
