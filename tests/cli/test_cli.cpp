@@ -666,11 +666,10 @@ double large_message_median_error(const std::string& csv_path) {
 TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   // The six development clusters of docs/validation.md, uncalibrated, their rows pooled: the
   // median |time error| per size band and the 90th percentile from 64 MiB may not grow beyond
-  // the figures that page gives ("all six clusters, now": 14.1% under 1 MiB, 13.7% from 1 to
-  // 64 MiB, 2.5% / 12.2% from 64 MiB) by more than half a point; from 64 MiB the median also
-  // meets issue 8's target of 5% (its 90th percentile, 12.2%, is over the target's 12% since
-  // the proxy's posting time per channel, 11.9% before). A change that moves them updates that
-  // table and this test. From 64 MiB each table is also held against the line-rate roofline
+  // the figures that page gives ("all six clusters, now": 11.9% under 1 MiB, 15.2% from 1 to
+  // 64 MiB, 2.7% / 11.8% from 64 MiB) by more than half a point; from 64 MiB the median and the
+  // 90th percentile also meet issue 8's targets of 5% and 12%. A change that moves them updates
+  // that table and this test. From 64 MiB each table is also held against the line-rate roofline
   // (below).
   struct Cluster {
     const char* scenario;
@@ -719,14 +718,15 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   }
   EXPECT_EQ(rows, 297u);
   const auto median = [&](const char* band) { return validation::percentile(bands[band], 0.5); };
-  EXPECT_LE(median("<1MiB"), 0.141 + 0.005);
-  EXPECT_LE(median("1-64MiB"), 0.137 + 0.005);
+  EXPECT_LE(median("<1MiB"), 0.119 + 0.005);
+  EXPECT_LE(median("1-64MiB"), 0.152 + 0.005);
   EXPECT_LE(median(">=64MiB"), 0.05);
-  EXPECT_LE(median(">=64MiB"), 0.025 + 0.005);
-  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.122 + 0.005);
+  EXPECT_LE(median(">=64MiB"), 0.027 + 0.005);
+  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.12);
+  EXPECT_LE(validation::percentile(bands[">=64MiB"], 0.9), 0.118 + 0.005);
   // Issue 8: every table beats the line-rate roofline from 64 MiB (its median |time error| is
   // below the roofline's). 14 of the 16 tables with such rows do; docs/validation.md names the
-  // two that do not (SHARP's 2 servers, 4.1% against 3.7%; gj-aion's forced rings, 6.5% against
+  // two that do not (SHARP's 2 servers, 4.1% against 3.7%; gj-aion's forced rings, 6.4% against
   // 4.5%), and no other may join them.
   std::vector<std::string> behind;
   for (const auto& [table, errors] : large) {
@@ -738,10 +738,11 @@ TEST(Fidelity, TheDevelopmentSetKeepsItsDocumentedErrors) {
   EXPECT_THAT(behind,
               testing::IsSubsetOf({"a100_2node_ib_sharp", "gjaion_2node_ring_minctas24_qps2"}));
   // Issue 8: no size simulated slower than the next larger one unless NCCL's model says so;
-  // docs/validation.md explains the three rows that are (EFA's 64 KiB ring, RCCL's 32 B ring
-  // before its MSCCL at 64 B, RCCL's last Tree/LL size before its LL128, which the simulation
-  // runs too fast, on 2 MI300X servers), and no other may join them.
+  // docs/validation.md explains the four rows that are (EFA's 64 KiB ring, RCCL's 32 B ring
+  // before its MSCCL at 64 B, RCCL's last Tree/LL sizes before its LL128, which the simulation
+  // runs too fast, on 2 MI355X and 2 MI300X servers), and no other may join them.
   EXPECT_THAT(slower, testing::IsSubsetOf({"a100_p4d_2node_efa 65536", "aac8_mi300x_1node_INTRA 32",
+                                           "aac14_mi355x_pollara400_2node 65536",
                                            "aac10_mi300x_2node 1048576"}));
 }
 

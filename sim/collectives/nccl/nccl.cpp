@@ -240,12 +240,12 @@ constexpr Param kNcclParams[] = {
      .check = Check::NonNegative},
     {.key = "proxy_post_latency",
      .type = ParamType::Time,
-     .fallback = "240ns",
+     .fallback = "130ns",
      .help = "host time a GPU's proxy thread spends posting one channel's network step; it posts "
              "the channels one after another, so a network step of an operation on C channels "
-             "waits (C - 1) x this for its last channel (240 ns: fitted on the H100 development "
-             "tables, 242 +- 38 ns; alone, the MI355X table's best fit is 200-230 ns; 0: not "
-             "charged)",
+             "waits (C - 1) x this for its last channel (130 ns: the growth of small-message "
+             "times with the channel count, 110-167 ns on the H100 and MI355X development "
+             "tables; 0: not charged)",
      .check = Check::NonNegative},
 };
 const ParamTable kNcclTable{"nccl",

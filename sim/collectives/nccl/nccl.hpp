@@ -170,7 +170,7 @@ struct NcclConfig {
   double base_latency_factor = 1.0;         // scales NCCL's baseLat (without launch_latency)
   double hop_latency_factor = 1.0;          // scales NCCL's per-hop latencies (hwLat)
   Time credit_latency{};                    // receiver's time to return a credit (CTS)
-  Time proxy_post_latency = Time::ns(240);  // proxy's host time per channel's network step
+  Time proxy_post_latency = Time::ns(130);  // proxy's host time per channel's network step
 
   Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)
   /// NCCL over sockets: the TCP connections that carry a connection's data, as NCCL's socket
