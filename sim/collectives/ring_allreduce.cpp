@@ -44,17 +44,20 @@ RingAllReduce::RingAllReduce(std::string name, std::vector<fabric::NodeId> ranks
       ranks_(std::move(ranks)),
       group_(group),
       bytes_(bytes),
-      conn_(conn) {
+      conn_(conn),
+      chunk_base_(bytes.count() / static_cast<int64_t>(group)),
+      chunk_extra_(bytes.count() % static_cast<int64_t>(group)) {
   ROCESIM_CHECK(group_ >= 2 && ranks_.size() % group_ == 0, "rings of at least two ranks");
 }
 
 Bytes RingAllReduce::step_bytes(size_t rank, size_t step) const {
-  // Chunk c has floor(S/n) bytes, plus one for the first S mod n chunks.
+  // Chunk c = (position - step) mod n has floor(S/n) bytes, plus one for the first S mod n
+  // chunks. A position is below n and a step below 2n: the residues take a subtraction each.
   const size_t n = group_;
-  const size_t chunk = (rank % n + n - step % n) % n;
-  const int64_t base = bytes_.count() / static_cast<int64_t>(n);
-  const int64_t extra = bytes_.count() % static_cast<int64_t>(n);
-  return Bytes(base + (static_cast<int64_t>(chunk) < extra ? 1 : 0));
+  const size_t at = position(rank);
+  const size_t back = step >= n ? step - n : step;
+  const size_t chunk = at >= back ? at - back : at + n - back;
+  return Bytes(chunk_base_ + (static_cast<int64_t>(chunk) < chunk_extra_ ? 1 : 0));
 }
 
 void RingAllReduce::start(engine::Simulation& sim, engine::WorkloadId id) {

@@ -37,8 +37,13 @@ class RingAllReduce final : public engine::Workload {
   Bytes step_bytes(size_t rank, size_t step) const;
 
  private:
-  /// Position of the next rank of the same ring.
-  size_t successor(size_t i) const { return i - i % group_ + (i % group_ + 1) % group_; }
+  /// Position of rank i in its ring (one ring: i itself, without a division per step).
+  size_t position(size_t i) const { return group_ == ranks_.size() ? i : i % group_; }
+  /// Index of the next rank of the same ring.
+  size_t successor(size_t i) const {
+    const size_t at = position(i);
+    return at + 1 == group_ ? i - at : i + 1;
+  }
   void step_done(size_t rank);
   /// Posts the next step of every rank on the ready list that can go.
   void drain(engine::Simulation& sim, engine::WorkloadId id);
@@ -47,6 +52,7 @@ class RingAllReduce final : public engine::Workload {
   size_t group_;
   Bytes bytes_;
   engine::ConnectionSpec conn_;
+  int64_t chunk_base_, chunk_extra_;        // S = base n + extra: chunk sizes
   std::vector<engine::ConnectionId> next_;  // rank i -> rank i+1
   std::vector<uint32_t> sent_;              // steps whose send is delivered, per rank
   std::vector<uint32_t> received_;          // steps received from the predecessor, per rank
