@@ -27,7 +27,9 @@ Simulation::Simulation(const fabric::Fabric& f, routing::Router& router, network
       qp_alloc_(f, config.seed, config.source_port),
       link_up_(f.link_count(), 1),
       routed_up_(f.link_count(), 1),
-      link_speed_(f.link_count(), 1.0) {
+      link_speed_(f.link_count(), 1.0),
+      nics_spray_(std::ranges::any_of(f.servers(),
+                                      [](const fabric::Server& s) { return s.nic_paths > 1; })) {
   ROCESIM_CHECK(f.sealed(), "simulations run on sealed fabrics");
   router_.attach(&view_);
   flowlet_timeout_ = router_.flowlet_timeout();
@@ -128,8 +130,9 @@ routing::RouteRequest Simulation::request(QpIndex qp) const {
 }
 
 bool Simulation::nic_sprays(const routing::RouteRequest& req) const {
-  // A multipath NIC (EFA's SRD) spreads the QP itself over its entropies, across servers.
-  return fabric_.server_of(req.sender()).nic_paths > 1 &&
+  // A multipath NIC (EFA's SRD) spreads the QP itself over its entropies, across servers. (Asked
+  // at every new burst: a fabric without such NICs answers without looking at the servers.)
+  return nics_spray_ && fabric_.server_of(req.sender()).nic_paths > 1 &&
          (req.through_nics || fabric_.node(req.sender()).server != fabric_.node(req.dst).server);
 }
 

@@ -420,6 +420,7 @@ class Simulation {
   // Links: up now, up as routing last converged, speed as a fraction of nominal.
   std::vector<uint8_t> link_up_, routed_up_;
   std::vector<double> link_speed_;
+  bool nics_spray_;  // some server's NICs spread a QP over several paths (nic_sprays)
   std::vector<LinkEvent> link_events_;
   std::vector<uint8_t> qp_moved_;  // reconverge()'s scratch
   // Flowlet switching (only with a finite router_.flowlet_timeout()): per QP, flows running on
