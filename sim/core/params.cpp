@@ -27,6 +27,17 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+void NearestName::offer(std::string_view name) {
+  const size_t gap =
+      name.size() > given_.size() ? name.size() - given_.size() : given_.size() - name.size();
+  if (gap >= best_d_) return;
+  const size_t d = edit_distance(given_, name);
+  if (d < best_d_) {
+    best_d_ = d;
+    best_ = name;
+  }
+}
+
 namespace {
 
 std::string key_list(const ParamTable& table) {
@@ -226,17 +237,11 @@ ParamReader::ParamReader(const ConfigNode& node, const ParamTable& table, Effect
   for (const ConfigNode::Entry& e : node.entries()) {
     if (table.find(e.key) != nullptr) continue;
     std::string expected = fmt::format("one of the keys of {}: {}", table.name, key_list(table));
-    const Param* best = nullptr;
-    size_t best_d = 3;
-    for (const Param& p : table.params) {
-      const size_t d = edit_distance(e.key, p.key);
-      if (d < best_d) {
-        best_d = d;
-        best = &p;
-      }
-    }
+    NearestName meant(e.key);
+    for (const Param& p : table.params)
+      meant.offer(p.key);
     std::string found = fmt::format("unknown key '{}'", e.key);
-    if (best != nullptr) found += fmt::format(" (did you mean '{}'?)", best->key);
+    if (!meant.best().empty()) found += fmt::format(" (did you mean '{}'?)", meant.best());
     throw InputError(e.key_where, config_path(node.path(), e.key), expected, found);
   }
   for (const Param& p : table.params) {

@@ -25,6 +25,22 @@ namespace rocesim {
 /// Levenshtein distance between two strings (for suggesting the name a user meant).
 size_t edit_distance(std::string_view a, std::string_view b);
 
+/// The name a user most likely meant: of the names offered, the first nearest to `given`
+/// within two edits (names whose lengths differ by the best distance so far are passed over
+/// unmeasured: they cannot be nearer).
+class NearestName {
+ public:
+  explicit NearestName(std::string_view given) : given_(given) {}
+  void offer(std::string_view name);
+  /// The nearest name offered, or empty when none is within two edits.
+  std::string_view best() const { return best_; }
+
+ private:
+  std::string_view given_;
+  std::string_view best_;
+  size_t best_d_ = 3;
+};
+
 enum class ParamType {
   Integer,    // whole number
   Number,     // real number

@@ -73,23 +73,14 @@ std::string example_node(const Fabric& f, const std::function<bool(const Node&)>
 std::string did_you_mean(const Fabric& f, std::string_view given,
                          const std::function<bool(const Node&)>& ok) {
   const std::string tail = fmt::format("/{}", given);
-  const Node* best = nullptr;
-  size_t best_d = 3;
+  NearestName meant(given);
   for (NodeId n = 0; n < f.node_count(); ++n) {
     const Node& x = f.node(n);
     if (!ok(x)) continue;
     if (x.name.ends_with(tail)) return fmt::format(" (did you mean '{}'?)", x.name);
-    // Names differ in length by at least their distance: most are passed over unmeasured.
-    const size_t gap =
-        x.name.size() > given.size() ? x.name.size() - given.size() : given.size() - x.name.size();
-    if (gap >= best_d) continue;
-    const size_t d = edit_distance(given, x.name);
-    if (d < best_d) {
-      best_d = d;
-      best = &x;
-    }
+    meant.offer(x.name);
   }
-  return best == nullptr ? std::string{} : fmt::format(" (did you mean '{}'?)", best->name);
+  return meant.best().empty() ? std::string{} : fmt::format(" (did you mean '{}'?)", meant.best());
 }
 
 NodeId select_switch(const ConfigNode& v, const Fabric& f) {

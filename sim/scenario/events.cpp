@@ -60,12 +60,10 @@ const ParamTable kEventTable{
 /// A node of the fabric that a cable may end at: a fabric switch or a NIC.
 fabric::NodeId cable_end(const ConfigNode& v, const fabric::Fabric& f) {
   const fabric::NodeId n = v.is_scalar() ? f.find(v.value()) : fabric::kNone;
-  const bool ok = n != fabric::kNone &&
-                  (fabric::is_network_switch(f.node(n)) || f.node(n).kind == fabric::NodeKind::Nic);
-  if (!ok) {
-    const auto end = [](const fabric::Node& x) {
-      return fabric::is_network_switch(x) || x.kind == fabric::NodeKind::Nic;
-    };
+  const auto end = [](const fabric::Node& x) {
+    return fabric::is_network_switch(x) || x.kind == fabric::NodeKind::Nic;
+  };
+  if (n == fabric::kNone || !end(f.node(n))) {
     throw InputError(v.where(), v.path(),
                      fmt::format("the name of a fabric switch or a NIC, such as '{}'",
                                  fabric::example_node(f, end)),

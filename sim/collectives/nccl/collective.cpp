@@ -615,18 +615,15 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // leaders or heads through the switches are added below). One slice per chunk.
       const bool tree = a == Algorithm::Tree;
       const bool direct = a == Algorithm::CollNetDirect;
-      const Communicator::Tree& t = tree_of(tree     ? LegShape::Tree
-                                            : direct ? LegShape::CollNetDirect
-                                                     : LegShape::CollNetChains,
-                                            ch);
-      edges = &legs_of(tree     ? LegShape::Tree
-                       : direct ? LegShape::CollNetDirect
-                                : LegShape::CollNetChains,
-                       [&] {
-                         std::vector<Edge> out = t.up;
-                         out.insert(out.end(), t.down.begin(), t.down.end());
-                         return out;
-                       });
+      const LegShape shape = tree     ? LegShape::Tree
+                             : direct ? LegShape::CollNetDirect
+                                      : LegShape::CollNetChains;
+      const Communicator::Tree& t = tree_of(shape, ch);
+      edges = &legs_of(shape, [&] {
+        std::vector<Edge> out = t.up;
+        out.insert(out.end(), t.down.begin(), t.down.end());
+        return out;
+      });
       chan.ring = false;
       chan.hops = tree ? 2 * (t.intra + t.depth) : 2 * t.intra + 2;
       chan.depth = tree ? t.depth : 1;  // CollNet: up to the switches and down again
