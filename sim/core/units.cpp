@@ -2,7 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+
+#include "sim/core/error.hpp"
+
 namespace rocesim {
+
+void transfer_time_out_of_range(double bytes, double bytes_per_second) {
+  throw InputError(SourceLocation{std::make_shared<const std::string>("simulation"), 0, 0},
+                   fmt::format("moving {:.6g} bytes at {:.6g} bytes/s takes {:.6g} s and would "
+                               "end after the {:.0f} days of simulated time a run can reach (it "
+                               "counts picoseconds); check the scenario's sizes, link speeds and "
+                               "rates",
+                               bytes, bytes_per_second, bytes / bytes_per_second,
+                               static_cast<double>(kMaxTransferPs) * 1e-12 / 86400));
+}
 
 std::string format_time(Time t) {
   const double ps = static_cast<double>(t.count_ps());

@@ -1072,7 +1072,8 @@ Time FluidNetwork::predict(const Due& d, double now) const {
   if (!d.tracer) {
     const FlowState& fl = flows_[d.id];
     if (!fl.live || !fl.sending || fl.rate <= 0) return Time::infinity();
-    return Time::seconds(now) + transfer_time(fl.bytes - fl.sent, fl.rate);
+    const Time left = transfer_time_or_never(fl.bytes - fl.sent, fl.rate);
+    return left.is_infinite() ? left : Time::seconds(now) + left;
   }
   const RouteState& rs = routes_[d.id];
   if (!draining(rs)) return Time::infinity();
@@ -1086,7 +1087,8 @@ Time FluidNetwork::predict(const Due& d, double now) const {
     if (served <= 0) return Time::infinity();
     wait += ahead / served;
   }
-  return Time::seconds(now) + transfer_time(wait, 1.0);
+  const Time left = transfer_time_or_never(wait, 1.0);
+  return left.is_infinite() ? left : Time::seconds(now) + left;
 }
 
 void FluidNetwork::plan(double now, bool full) {
@@ -1756,8 +1758,8 @@ constexpr Param kFluidParams[] = {
     {.key = "step",
      .type = ParamType::Time,
      .fallback = "1us",
-     .help = "integration step while queues, pauses or rate control are in motion; bounds the "
-             "reaction time of PFC and the feedback delay of DCQCN",
+     .help = "integration step while queues, pauses or rate control are in motion (at least "
+             "1ns); bounds the reaction time of PFC and the feedback delay of DCQCN",
      .check = Check::Positive},
     {.key = "packet_size",
      .type = ParamType::Bytes,
@@ -1835,6 +1837,9 @@ FluidConfig read_fluid(const ParamReader& r) {
   (void)r.choice("model");
   FluidConfig c;
   c.step = r.time("step").in_seconds();
+  // Under a nanosecond a step moves less than a byte of a 400G link at a time: below what the
+  // queues resolve (bytes), and a million steps a simulated millisecond.
+  if (c.step < 1e-9) r.fail("step", "at least 1ns", format_time(r.time("step")));
   c.packet = static_cast<double>(r.bytes("packet_size").count());
   c.device_buffer = static_cast<double>(r.bytes("device_buffer").count());
   c.lossy_weight = r.number("lossy_weight");

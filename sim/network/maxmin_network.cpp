@@ -243,7 +243,7 @@ void MaxMinNetwork::commit(Time now) {
     s.rate = solver_.rate(f);
     ++s.version;
     if (s.rate <= 0) continue;  // on a link that is down: no end until it moves or comes back
-    const Time end = now + transfer_time(s.remaining, s.rate);
+    const Time end = now + transfer_time(s.remaining, s.rate, now);
     ends_.push(now.count_ps(), end.count_ps(), {f, s.version});
   }
 }

@@ -57,6 +57,15 @@ const ParamTable kStudyTable{"study",
                              "to run it at (docs/studies.md).",
                              kStudyParams};
 
+/// The seed is the study's own column (`seeds`, `replicates`), not an axis of its points.
+void not_the_seed(const ConfigNode& m, const ConfigNode::Entry& e) {
+  if (e.key != "seed") return;
+  throw InputError(e.key_where, config_path(m.path(), e.key),
+                   "a scenario path other than `seed` (the study's seeds are its `seeds` or "
+                   "`replicates`)",
+                   "'seed'");
+}
+
 /// Axes of a `grid` or `zip` mapping: path -> list of scalars.
 std::vector<std::pair<std::string, std::vector<ConfigNode>>> read_axes(const ConfigNode& m) {
   if (!m.is_map()) {
@@ -66,6 +75,7 @@ std::vector<std::pair<std::string, std::vector<ConfigNode>>> read_axes(const Con
   std::vector<std::pair<std::string, std::vector<ConfigNode>>> out;
   for (const ConfigNode::Entry& e : m.entries()) {
     split_path(e.key, e.key_where, config_path(m.path(), e.key));
+    not_the_seed(m, e);
     if (!e.value.is_sequence() || e.value.items().empty()) {
       throw InputError(e.value.where(), config_path(m.path(), e.key), "a non-empty list of values",
                        e.value.describe());
@@ -81,8 +91,8 @@ std::vector<std::pair<std::string, std::vector<ConfigNode>>> read_axes(const Con
   return out;
 }
 
-/// path -> value of a `set` mapping or an explicit point.
-std::vector<std::pair<std::string, ConfigNode>> read_values(const ConfigNode& m) {
+/// path -> value of a `set` mapping or an explicit point (`point`: whose paths are axes).
+std::vector<std::pair<std::string, ConfigNode>> read_values(const ConfigNode& m, bool point) {
   if (!m.is_map()) {
     throw InputError(m.where(), m.path(), "a mapping from a scenario path to a value",
                      m.describe());
@@ -90,6 +100,7 @@ std::vector<std::pair<std::string, ConfigNode>> read_values(const ConfigNode& m)
   std::vector<std::pair<std::string, ConfigNode>> out;
   for (const ConfigNode::Entry& e : m.entries()) {
     split_path(e.key, e.key_where, config_path(m.path(), e.key));
+    if (point) not_the_seed(m, e);
     if (!e.value.is_scalar()) {
       throw InputError(e.value.where(), config_path(m.path(), e.key),
                        "a single value (a number, a word, a size...)", e.value.describe());
@@ -136,6 +147,17 @@ Study expand_study(const ConfigNode& root, const std::string& file, const std::s
                                   : std::vector<std::pair<std::string, std::vector<ConfigNode>>>{};
   const auto zip = r.has("zip") ? read_axes(r.node("zip"))
                                 : std::vector<std::pair<std::string, std::vector<ConfigNode>>>{};
+  if (r.has("zip")) {
+    // A path is one axis: in the grid or in the zip, not both (each is a column of the points).
+    for (const ConfigNode::Entry& e : r.node("zip").entries()) {
+      const bool in_grid =
+          std::any_of(grid.begin(), grid.end(), [&](const auto& a) { return a.first == e.key; });
+      if (in_grid) {
+        throw InputError(e.key_where, config_path("zip", e.key),
+                         "a path that is not also an axis of the grid", "'" + e.key + "'");
+      }
+    }
+  }
   for (const auto& [name, values] : zip) {
     if (values.size() != zip.front().second.size()) {
       r.fail("zip",
@@ -147,10 +169,10 @@ Study expand_study(const ConfigNode& root, const std::string& file, const std::s
   std::vector<std::vector<std::pair<std::string, ConfigNode>>> explicit_points;
   if (r.has("points")) {
     for (const ConfigNode& p : r.node("points").items())
-      explicit_points.push_back(read_values(p));
+      explicit_points.push_back(read_values(p, true));
   }
-  const auto common =
-      r.has("set") ? read_values(r.node("set")) : std::vector<std::pair<std::string, ConfigNode>>{};
+  const auto common = r.has("set") ? read_values(r.node("set"), false)
+                                   : std::vector<std::pair<std::string, ConfigNode>>{};
   std::vector<std::optional<uint64_t>> seeds;
   if (r.has("seeds") && r.has("replicates")) {
     r.fail("replicates", "either `seeds` or `replicates`", "both");

@@ -173,10 +173,25 @@ TEST(Sweep, ABadValueAtAnyPointIsALocatedErrorAndNothingIsWritten) {
   EXPECT_THAT(r.err, HasSubstr("study.yaml:5:50"));
   EXPECT_THAT(r.err, HasSubstr("workloads[1].qps_per_connection"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/s.h5"));
-  const std::string zip = write_study(dir, "zip:\n  routing.scheme: [ecmp]\n  seed: [1, 2]\n");
+  const std::string zip = write_study(
+      dir, "zip:\n  routing.scheme: [ecmp]\n  workloads[permutation].bytes: [1MiB, 2MiB]\n");
   const CommandResult z = run_cli(fmt::format("sweep {} -o {}/s.h5", zip, dir));
   EXPECT_EQ(z.exit_code, 2);
   EXPECT_THAT(z.err, HasSubstr("lists of one length"));
+  // A path is one column of the points table: the seed is the study's own (`seeds`,
+  // `replicates`), and a path is an axis of the grid or of the zip, not of both.
+  const std::string seed = write_study(dir, "grid:\n  seed: [1, 2]\n");
+  const CommandResult sd = run_cli(fmt::format("sweep {} -o {}/s.h5", seed, dir));
+  EXPECT_EQ(sd.exit_code, 2);
+  EXPECT_THAT(sd.err, HasSubstr("study.yaml:5:3: error: 'grid.seed': expected a scenario path "
+                                "other than `seed`"));
+  const std::string both =
+      write_study(dir, "grid:\n  routing.scheme: [ecmp]\nzip:\n  routing.scheme: [e-ecmp]\n");
+  const CommandResult b = run_cli(fmt::format("sweep {} -o {}/s.h5", both, dir));
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_THAT(b.err, HasSubstr("study.yaml:7:3: error: 'zip.routing.scheme': expected a path that "
+                               "is not also an axis of the grid"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/s.h5"));
   const std::string good = write_study(dir, kGrid);  // 8 points
   const CommandResult p = run_cli(fmt::format("sweep {} -o {}/s.h5 --points 3-9", good, dir));
   EXPECT_EQ(p.exit_code, 2);

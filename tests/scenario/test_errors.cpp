@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/support/test_support.hpp"
@@ -622,6 +623,54 @@ TEST_F(ScenarioErrors, UnknownOptionIsABadArgument) {
   EXPECT_EQ(f.result.exit_code, 2) << f.result.err;
   EXPECT_THAT(f.result.err, HasSubstr("--fast"));
   EXPECT_THAT(files_in(f.out_dir), testing::IsEmpty());
+}
+
+// ---- values each valid that no run can simulate ----
+
+TEST_F(ScenarioErrors, ATransferThatWouldEndPastTheClocksRangeIsAnInputError) {
+  // A 1 MiB permutation over 1 b/s NICs: each flow of 1 MiB at 0.125 B/s would take 8.4e6 s,
+  // past the 2^62 ps (53 days) a transfer may end at; the int64 picosecond clock would wrap.
+  const Failure f = run_bad(edit(kGood, "nic_speed: 400Gbps", "nic_speed: 1bps"));
+  EXPECT_EQ(f.result.exit_code, 2) << f.result.err;
+  EXPECT_THAT(f.result.err, StartsWith("simulation: error: moving 1.04858e+06 bytes"));
+  EXPECT_THAT(f.result.err, HasSubstr("53 days"));
+  EXPECT_THAT(files_in(f.out_dir), testing::IsEmpty());
+}
+
+TEST_F(ScenarioErrors, NcclBuffersAndChunksTooSmallForAStepAreRefused) {
+  // A buffer holds 8 steps of at least 2 bytes; a point-to-point chunk is at least 2 bytes.
+  for (const auto& [key, value, least] : {std::tuple{"NCCL_BUFFSIZE", "8B", "16 bytes"},
+                                          std::tuple{"NCCL_P2P_NET_CHUNKSIZE", "1B", "2 bytes"}}) {
+    const std::string yaml = kGood + fmt::format("nccl:\n  {}: {}\n", key, value);
+    const Failure f = run_bad(yaml);
+    expect_rejected(f, {.file = f.scenario,
+                        .at = locate(yaml, fmt::format("{}: {}", key, value), value),
+                        .key = fmt::format("nccl.{}", key),
+                        .expected = fmt::format("at least {}", least),
+                        .found = ""});
+  }
+}
+
+TEST_F(ScenarioErrors, AnNcclOperationOverOnePebibyteIsRefused) {
+  // 2^50 bytes bounds every byte count derived from an operation within 64 bits.
+  const std::string yaml = edit(kGood, "    type: permutation\n    bytes: 1MiB",
+                                "    type: nccl\n    collective: allreduce\n    bytes: 2048TiB");
+  const Failure f = run_bad(yaml);
+  expect_rejected(f, {.file = f.scenario,
+                      .at = locate(yaml, "bytes: 2048TiB", "2048TiB"),
+                      .key = "workloads[0].bytes",
+                      .expected = "a size of at most 1 PiB",
+                      .found = "2.097e+06 GiB"});
+}
+
+TEST_F(ScenarioErrors, AFluidStepUnderANanosecondIsRefused) {
+  const std::string yaml = kGood + "network:\n  model: fluid\n  step: 1ps\n";
+  const Failure f = run_bad(yaml);
+  expect_rejected(f, {.file = f.scenario,
+                      .at = locate(yaml, "step: 1ps", "1ps"),
+                      .key = "network.step",
+                      .expected = "at least 1ns",
+                      .found = "1 ps"});
 }
 
 }  // namespace

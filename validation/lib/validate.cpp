@@ -112,8 +112,13 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
     if (first.root >= 0) o.root = static_cast<int>(first.root);
     if (!first.redop.empty() && first.redop != "none") o.op = first.redop;
   }
-  for (const NcclTestsRow& r : t.rows)
+  for (const NcclTestsRow& r : t.rows) {
+    if (r.size_bytes > nccl::kMaxOperationBytes) {
+      throw InputError(r.where, "size", "a size of at most 1 PiB (2^50 bytes)",
+                       std::to_string(r.size_bytes));
+    }
     o.sizes.push_back(r.size_bytes);
+  }
   if (o.sizes.empty()) return out;
 
   const double roof_busbw = roofline_busbw(run->fabric, ranks);  // bytes/s

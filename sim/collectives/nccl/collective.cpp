@@ -1674,11 +1674,15 @@ std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput
   }
   const double imbalance = in.spec.number("imbalance");
   if (imbalance >= 1) in.spec.fail("imbalance", "a value in [0, 1)", std::to_string(imbalance));
+  const int64_t bytes = in.spec.bytes("bytes").count();
+  if (bytes > kMaxOperationBytes) {
+    in.spec.fail("bytes", "a size of at most 1 PiB", format_bytes(Bytes(bytes)));
+  }
   NcclConfig cfg = scenario_nccl;
   if (in.spec.has("nccl")) cfg = read_nccl(in.spec.section("nccl", nccl_table()), cfg, true);
-  return std::make_unique<NcclWorkload>(
-      in.name, OpRunner(in.fabric, std::move(ranks), cfg), c, in.spec.bytes("bytes").count(), root,
-      in.spec.integer_as<int>("iterations"), imbalance, in.seed ^ fnv1a64(in.name));
+  return std::make_unique<NcclWorkload>(in.name, OpRunner(in.fabric, std::move(ranks), cfg), c,
+                                        bytes, root, in.spec.integer_as<int>("iterations"),
+                                        imbalance, in.seed ^ fnv1a64(in.name));
 }
 
 }  // namespace rocesim::collectives::nccl

@@ -82,6 +82,11 @@
 
 namespace rocesim::collectives::nccl {
 
+/// The largest operation rocesim simulates, 2^50 bytes (1 PiB): far beyond any GPU's memory, and
+/// small enough that every byte count derived from it (wire bytes, a channel's share) stays
+/// within 64 bits.
+inline constexpr int64_t kMaxOperationBytes = int64_t{1} << 50;
+
 struct OpResult {
   Collective collective = Collective::AllReduce;
   int64_t bytes = 0;

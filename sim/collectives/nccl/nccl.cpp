@@ -1,5 +1,7 @@
 #include "sim/collectives/nccl/nccl.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -569,11 +571,22 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (take("NCCL_NSOCKS_PERTHREAD")) {
     c.nsocks_perthread = r.integer_as<int>("NCCL_NSOCKS_PERTHREAD");
   }
-  if (r.has("NCCL_BUFFSIZE")) c.buffsize = r.bytes("NCCL_BUFFSIZE");
-  if (r.has("NCCL_LL_BUFFSIZE")) c.ll_buffsize = r.bytes("NCCL_LL_BUFFSIZE");
-  if (r.has("NCCL_LL128_BUFFSIZE")) c.ll128_buffsize = r.bytes("NCCL_LL128_BUFFSIZE");
-  if (r.has("NCCL_P2P_NET_CHUNKSIZE")) c.p2p_net_chunksize = r.bytes("NCCL_P2P_NET_CHUNKSIZE");
-  if (take("NCCL_P2P_NVL_CHUNKSIZE")) c.p2p_nvl_chunksize = r.bytes("NCCL_P2P_NVL_CHUNKSIZE");
+  // A buffer holds NCCL_STEPS (8) steps and a step, or a chunk, at least two bytes: what a
+  // step of the smallest element type moves.
+  auto sized = [&](std::string_view key, int64_t least) {
+    const Bytes b = r.bytes(key);
+    if (b.count() < least) r.fail(key, fmt::format("at least {} bytes", least), format_bytes(b));
+    return b;
+  };
+  if (r.has("NCCL_BUFFSIZE")) c.buffsize = sized("NCCL_BUFFSIZE", 2 * kNcclSteps);
+  if (r.has("NCCL_LL_BUFFSIZE")) c.ll_buffsize = sized("NCCL_LL_BUFFSIZE", 2 * kNcclSteps);
+  if (r.has("NCCL_LL128_BUFFSIZE")) {
+    c.ll128_buffsize = sized("NCCL_LL128_BUFFSIZE", 2 * kNcclSteps);
+  }
+  if (r.has("NCCL_P2P_NET_CHUNKSIZE")) {
+    c.p2p_net_chunksize = sized("NCCL_P2P_NET_CHUNKSIZE", 2);
+  }
+  if (take("NCCL_P2P_NVL_CHUNKSIZE")) c.p2p_nvl_chunksize = sized("NCCL_P2P_NVL_CHUNKSIZE", 2);
   if (r.has("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
   if (take("NCCL_COLLNET_ENABLE")) c.collnet = flag(r, "NCCL_COLLNET_ENABLE");
   if (r.has("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");

@@ -77,6 +77,7 @@ int64_t parse_integer(const std::string& flag, const std::string& v, int64_t lo,
 int64_t parse_size(const std::string& flag, const std::string& v) {
   const std::optional<int64_t> x = parse_nccl_tests_size(v);
   if (!x) bad(flag, "a size in bytes, optionally with K, M or G (e.g. 8, 128K, 8G)", v);
+  if (*x > kMaxOperationBytes) bad(flag, "a size of at most 1 PiB (1048576G)", v);
   return *x;
 }
 
