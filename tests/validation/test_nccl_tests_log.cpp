@@ -831,6 +831,17 @@ TEST(NcclTestsLog, ImpossibleValuesInRowsAreLocatedErrors) {
        " 0 ",
        "expected a positive size for a count of 4 elements (size = count x type size), "
        "found '0'"},
+      // Sizes and counts nccl-tests never prints: the row is refused at them, not passed over
+      // as a line of prose (which dropped it from the comparison without a word).
+      {"         -16             4     float     sum      -1    24.96    0.00    0.00      0    "
+       "24.93    0.00    0.00      0",
+       "-16", "found '-16'"},
+      {"        16.5             4     float     sum      -1    24.96    0.00    0.00      0    "
+       "24.93    0.00    0.00      0",
+       "16.5", "found '16.5'"},
+      {"          16            -4     float     sum      -1    24.96    0.00    0.00      0    "
+       "24.93    0.00    0.00      0",
+       "-4", "found '-4'"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.row);

@@ -51,6 +51,14 @@ bool is_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+/// A number as someone might write one where nccl-tests prints a size or a count: signed,
+/// with a fraction or an exponent, or in hexadecimal.
+bool numberish(std::string_view s) {
+  if (s.starts_with('-') || s.starts_with('+')) s.remove_prefix(1);
+  return !s.empty() &&
+         (std::isdigit(static_cast<unsigned char>(s[0])) != 0 || (s[0] == '.' && s.size() > 1));
+}
+
 bool is_identifier(std::string_view s) {
   if (s.empty() || std::isalpha(static_cast<unsigned char>(s[0])) == 0) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -91,6 +99,14 @@ struct Token {
   std::string_view text;
   int column = 0;  // 1-based, in the line as printed (MPI prefix included)
 };
+
+/// A line shaped as a row of 7 to 13 fields (size, count, a type name, ...) whose size or count
+/// is a number nccl-tests never prints (negative, fractional, hexadecimal): a row with a wrong
+/// value, to be refused at that value, not a line of prose passed over.
+bool row_with_bad_numbers(const std::vector<Token>& t) {
+  return t.size() >= 7 && t.size() <= 13 && numberish(t[0].text) && numberish(t[1].text) &&
+         is_identifier(t[2].text) && !(is_digits(t[0].text) && is_digits(t[1].text));
+}
 
 std::vector<Token> tokenize(std::string_view line, size_t from) {
   std::vector<Token> out;
@@ -424,7 +440,8 @@ class Parser {
       const std::vector<Token>& t = line.tokens;
       if (t[0].text.starts_with('#')) {
         header_line(i, line);
-      } else if (t.size() >= 2 && is_digits(t[0].text) && is_digits(t[1].text)) {
+      } else if ((t.size() >= 2 && is_digits(t[0].text) && is_digits(t[1].text)) ||
+                 row_with_bad_numbers(t)) {
         row_line(i, line);
       } else if (t.size() == 1 && is_digits(t[0].text) && i == last_nonblank) {
         cut_after_size(i, line);
