@@ -93,8 +93,8 @@ int nccl_tests(const NcclTestsCommand& c) {
         continue;
       }
       env.set(key, SourceLocation{where, 0, 0},
-              ConfigNode::scalar(kv.substr(eq + 1), SourceLocation{where, 0, 0},
-                                 config_path("nccl", key)));
+              ConfigNode::scalar(nccl::nccl_env_value(key, kv.substr(eq + 1)),
+                                 SourceLocation{where, 0, 0}, config_path("nccl", key)));
     }
     run->nccl = nccl::read_nccl(ParamReader(env, nccl::nccl_table()), run->nccl, true);
   }

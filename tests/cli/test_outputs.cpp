@@ -178,6 +178,17 @@ TEST(Outputs, NcclTestsAcceptsWhatNcclTestsAndMpirunAccept) {
   }
   EXPECT_EQ(rows, 100);
   EXPECT_THAT(r.out, HasSubstr("bfloat16     avg"));
+
+  // A size as NCCL reads it, plain bytes, is the same size with its unit: the same table.
+  const std::string sweep = fmt::format(
+      "nccl-tests --scenario {} -x NCCL_BUFFSIZE={} all_reduce_perf -b 1M -e 64M -f 8 -n 1 -w 0",
+      source_path("validation/scenarios/h100-ib-400g.yaml"), "{}");
+  const CommandResult plain = run_cli(fmt::format(fmt::runtime(sweep), "1048576"));
+  const CommandResult unit = run_cli(fmt::format(fmt::runtime(sweep), "1MiB"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(unit.exit_code, 0) << unit.err;
+  EXPECT_EQ(plain.out.substr(plain.out.find("#       size")),
+            unit.out.substr(unit.out.find("#       size")));
 }
 
 }  // namespace

@@ -42,7 +42,9 @@ nccl::NcclConfig apply_env(const NcclTestsTable& t, nccl::NcclConfig base, Compa
     if (!key.starts_with("env.")) continue;
     const std::string name = key.substr(4);
     if (nccl::nccl_table().find(name) != nullptr) {
-      env.set(name, t.where, ConfigNode::scalar(value, t.where, config_path("env", name)));
+      env.set(
+          name, t.where,
+          ConfigNode::scalar(nccl::nccl_env_value(name, value), t.where, config_path("env", name)));
       out.env_applied.push_back(name + "=" + value);
       any = true;
     } else {

@@ -504,6 +504,14 @@ const ParamTable& nccl_table() {
   return kNcclTable;
 }
 
+std::string nccl_env_value(std::string_view key, std::string value) {
+  const Param* p = kNcclTable.find(key);
+  const bool digits = !value.empty() && std::all_of(value.begin(), value.end(),
+                                                    [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (p != nullptr && p->type == ParamType::Bytes && digits) value += "B";
+  return value;
+}
+
 NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   // Every key when reading a scenario's section (the table's defaults are the defaults), only
   // the written ones when a workload overrides the scenario's settings.

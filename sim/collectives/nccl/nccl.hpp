@@ -186,6 +186,10 @@ struct NcclConfig {
 inline constexpr int64_t kSocketMinChunk = 64 << 10;
 
 const ParamTable& nccl_table();
+/// A value of NCCL variable `key` as NCCL's environment writes it (mpirun -x, a measured
+/// table's `env`), in the scenario's syntax: a size in plain bytes (NCCL_BUFFSIZE=4194304)
+/// gets its unit; anything else is returned as it is.
+std::string nccl_env_value(std::string_view key, std::string value);
 /// NCCL's host overhead per network step when NCCL_NET_OVERHEAD is unset (getNetOverhead in
 /// tuning.cc, RCCL's alike): 2 us on AMD x86 hosts, 1 us on Intel and others.
 Time default_net_overhead(fabric::CpuKind cpu);
