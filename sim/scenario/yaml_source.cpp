@@ -124,13 +124,20 @@ ConfigNode convert(const YAML::Node& n, Reading& rd, const std::string& path) {
 
 ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& file,
                  const std::string& root_path, const std::vector<std::string>& unread = {}) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(in);
+    documents = YAML::LoadAll(in);
   } catch (const YAML::Exception& e) {
     throw InputError(at(file, e.mark), root_path, "valid YAML",
                      fmt::format("a syntax error ({})", e.msg));
   }
+  if (documents.size() > 1) {
+    // A second document would be read by nobody: say so rather than drop it.
+    const YAML::Mark m = documents[1].Mark();
+    throw InputError(m.is_null() ? SourceLocation{file, 1, 1} : at(file, m), root_path,
+                     "one YAML document", fmt::format("{} documents ('---')", documents.size()));
+  }
+  const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   Reading rd{file, root_path, unread};
   ConfigNode c = convert(root, rd, root_path);
   if (c.is_null()) {

@@ -673,5 +673,16 @@ TEST_F(ScenarioErrors, AFluidStepUnderANanosecondIsRefused) {
                       .found = "1 ps"});
 }
 
+TEST_F(ScenarioErrors, ASecondYamlDocumentIsRefusedNotDropped) {
+  // Nobody would read it: a `---` and a document after the scenario used to change nothing.
+  const std::string yaml = kGood + "---\nseed: 4\n";
+  const Failure f = run_bad(yaml);
+  expect_rejected(f, {.file = f.scenario,
+                      .at = locate(yaml, "seed: 4"),
+                      .key = "",
+                      .expected = "one YAML document",
+                      .found = "2 documents"});
+}
+
 }  // namespace
 }  // namespace rocesim::test
