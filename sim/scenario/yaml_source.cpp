@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string_view>
@@ -124,9 +125,20 @@ ConfigNode convert(const YAML::Node& n, Reading& rd, const std::string& path) {
 
 ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& file,
                  const std::string& root_path, const std::vector<std::string>& unread = {}) {
+  // A raw NUL byte never reaches the checks of the values: the YAML reader turns it into
+  // something else (a backspace, or an escape that fails later). Found here, at its place.
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    const size_t line_start = text.rfind('\n', nul);
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + nul, '\n'));
+    const int column =
+        1 + static_cast<int>(line_start == std::string::npos ? nul : nul - line_start - 1);
+    throw InputError(SourceLocation{file, line, column}, root_path,
+                     "text in UTF-8 without NUL characters", "a NUL character");
+  }
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(in);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw InputError(at(file, e.mark), root_path, "valid YAML",
                      fmt::format("a syntax error ({})", e.msg));

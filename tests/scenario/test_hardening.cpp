@@ -67,6 +67,14 @@ TEST(Hardening, TextMustBeUtf8WithoutNul) {
     EXPECT_TRUE(test::contains(e.what(), "UTF-8 without NUL characters")) << e.what();
     EXPECT_EQ(e.where().line, 1);
   }
+  // A raw NUL byte (not the escape), in a value and in a key: at its own line and column.
+  for (const auto& [text, column] : {std::pair{std::string("seed: 1\nname: a\0b\n", 17), 8},
+                                     std::pair{std::string("seed: 1\nse\0ed: 2\n", 17), 3}}) {
+    const InputError e = test::input_error([&] { load_yaml_text(text, "nul.yaml"); });
+    EXPECT_TRUE(test::contains(e.what(), "UTF-8 without NUL characters")) << e.what();
+    EXPECT_EQ(e.where().line, 2);
+    EXPECT_EQ(e.where().column, column);
+  }
   // Well-formed UTF-8 of every length passes.
   EXPECT_EQ(load_yaml_text("name: \"r\xC3\xA9seau \xE2\x86\x92 \xF0\x9F\x9A\x80\"\n", "ok.yaml")
                 .find("name")
