@@ -2316,6 +2316,12 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_IB_SPLIT_DATA_ON_QPS: 2}",
        "NCCL_IB_SPLIT_DATA_ON_QPS", "0 or 1"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: Rings}", "NCCL_ALGO", "Ring"},
+      // Lists that leave nothing to run: NCCL fails the operation.
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: '^Ring,Tree,CollNet,NVLS,NVLSTree,"
+       "PAT'}",
+       "NCCL_ALGO", "leaves every collective an algorithm"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_PROTO: '^LL,LL128,Simple'}", "NCCL_PROTO",
+       "leaves every collective a protocol"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 40}", "NCCL_MIN_NCHANNELS",
        "at most 32"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NET: ''}", "NCCL_NET", "plugin's name"},

@@ -529,6 +529,14 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
                           "entries)",
              "'" + bad + "' in '" + r.string(key) + "'");
     }
+    // NCCL fails an operation that none of its algorithms or protocols may run
+    // ("no algorithm/protocol available"): such a list is refused at the key.
+    if (std::any_of(m->begin(), m->end(), [](uint8_t bits) { return bits == 0; })) {
+      r.fail(key,
+             algorithms ? "a list that leaves every collective an algorithm to run"
+                        : "a list that leaves every collective a protocol to run",
+             "'" + r.string(key) + "', which leaves a collective none");
+    }
     (algorithms ? c.algos : c.protos) = *m;
     if (!algorithms && r.has(key)) {
       const std::string text = lower(trim(r.string(key)));
