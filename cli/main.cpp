@@ -410,14 +410,31 @@ int main(int argc, char** argv) {
     using metrics::check_output_dir;
     using metrics::check_output_path;
     if (run->parsed() && !no_output) check_output_path(out_path, "-o");
+    // Two outputs of one command in one file: the second would replace the first.
+    const auto apart = [](const std::string& first, const std::string& second,
+                          const std::string& option) {
+      std::error_code ec;
+      const auto where = [&](const std::string& p) {
+        return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+      };
+      if (first.empty() || second.empty() || where(first) != where(second)) return;
+      throw InputError(SourceLocation{std::make_shared<const std::string>("command line"), 0, 0},
+                       option, "a file other than -o's", "'" + second + "'");
+    };
     if (run->parsed() && !trace_path.empty()) check_output_path(trace_path, "--trace");
+    if (run->parsed() && !no_output) apart(out_path, trace_path, "--trace");
     if (nccl_tests->parsed() && nccl_tests->count("-o") > 0 && !nt_no_output)
       check_output_path(nt.output, "-o");
     if (nccl_tests->parsed() && !nt.trace.empty()) check_output_path(nt.trace, "--trace");
+    if (nccl_tests->parsed() && nccl_tests->count("-o") > 0 && !nt_no_output)
+      apart(nt.output, nt.trace, "--trace");
     if (validate->parsed()) check_output_dir(val.output_dir, "-o");
     if (fit->parsed()) {
       check_output_path(cf.output, "-o");
-      if (fit->count("--residuals") > 0) check_output_path(cf.residuals, "--residuals");
+      if (fit->count("--residuals") > 0) {
+        check_output_path(cf.residuals, "--residuals");
+        apart(cf.output, cf.residuals, "--residuals");
+      }
     }
     if (sweep->parsed()) check_output_path(sw.output, "-o");
     if (plot->parsed()) check_output_dir(plot_dir, "-o");

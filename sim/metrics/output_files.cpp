@@ -1,5 +1,6 @@
 #include "sim/metrics/output_files.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -87,6 +88,23 @@ void remove_quietly(const std::string& path) {
   fs::remove(path, ec);
 }
 
+/// Whether a file can be made in `dir`: a probe file is created and removed (permissions alone
+/// do not tell, e.g. on a read-only mount or an immutable directory, or for root). On failure,
+/// throws for `option` naming `path`.
+void check_writable(const fs::path& dir, const std::string& path, const std::string& option) {
+  const fs::path probe = dir / fmt::format(".rocesim-probe-{}", static_cast<long>(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    throw InputError(
+        command_line(), option, "a place this process may write",
+        fmt::format("'{}', where no file can be created ({})", path, std::strerror(err)));
+  }
+  ::close(fd);
+  std::error_code ec;
+  fs::remove(probe, ec);
+}
+
 }  // namespace
 
 void check_output_path(const std::string& path, const std::string& option) {
@@ -103,6 +121,7 @@ void check_output_path(const std::string& path, const std::string& option) {
         command_line(), option, "a file in an existing directory",
         fmt::format("'{}', whose directory '{}' does not exist", path, parent.string()));
   }
+  check_writable(parent, path, option);
 }
 
 void check_output_dir(const std::string& dir, const std::string& option) {
@@ -118,6 +137,7 @@ void check_output_dir(const std::string& dir, const std::string& option) {
     throw InputError(command_line(), option, "a directory in an existing directory",
                      fmt::format("'{}', whose parent '{}' does not exist", dir, parent.string()));
   }
+  check_writable(fs::exists(st) ? fs::path(dir) : parent, dir, option);
 }
 
 std::string temporary_path(const std::string& path) {

@@ -72,6 +72,30 @@ TEST(Outputs, EmptyNamesAndMissingDirectoriesAreInputErrors) {
   }
 }
 
+TEST(Outputs, UnwritablePlacesAndTwoOutputsInOneFileAreRefusedBeforeTheWork) {
+  // /proc takes no new files, whoever asks (permissions alone would not tell root): every
+  // command refuses it before it simulates or fits (they used to fail at the end, exit 1).
+  const std::string scenario = source_path("validation/scenarios/h100-ib-400g.yaml");
+  for (const std::string& args :
+       {fmt::format("run {} -q -o /proc/results.h5", quickstart()),
+        fmt::format("nccl-tests --scenario {} -o /proc/r.h5 all_reduce_perf -b 1M -e 1M", scenario),
+        fmt::format("calibrate fit --scenario {} --measured x -o /proc/c.yaml", scenario),
+        fmt::format("sweep {} -o /proc/s.h5", source_path("studies/subscription.yaml")),
+        fmt::format("validate --scenario {} --measured x -o /proc/v", scenario)}) {
+    SCOPED_TRACE(args);
+    const CommandResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr("'-o': expected a place this process may write"));
+  }
+  // -o and --trace naming one file (spelt two ways): the trace would replace the results.
+  const fs::path dir = temp_dir("outputs-same-file");
+  const CommandResult same = run_cli(fmt::format("run {} -q -o {}/out.h5 --trace {}/./out.h5",
+                                                 quickstart(), dir.string(), dir.string()));
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_THAT(same.err, HasSubstr("'--trace': expected a file other than -o's"));
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
 TEST(Outputs, NcclTestsWritesAFileOnlyWhenAsked) {
   const fs::path dir = temp_dir("outputs-nccl-tests");
   const std::string scenario = source_path("validation/scenarios/h100-ib-400g.yaml");
