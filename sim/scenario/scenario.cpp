@@ -580,7 +580,9 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
   }
 
   const ParamReader out = r.section("output", kOutputTable);
-  run->max_flow_records = o.flow_records ? static_cast<size_t>(out.integer("max_flows")) : 0;
+  // Read (and checked) whether or not this run writes flows.
+  const auto max_flows = static_cast<size_t>(out.integer("max_flows"));
+  run->max_flow_records = o.flow_records ? max_flows : 0;
   run->compression = out.integer_as<int>("compression");
   if (run->compression > 9)
     out.fail("compression", "a deflate level from 0 to 9", std::to_string(run->compression));

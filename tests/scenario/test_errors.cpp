@@ -684,5 +684,17 @@ TEST_F(ScenarioErrors, ASecondYamlDocumentIsRefusedNotDropped) {
                       .found = "2 documents"});
 }
 
+TEST_F(ScenarioErrors, TheOutputSectionIsCheckedWhenNothingIsWritten) {
+  // `output:` was read only for a run that writes flows: --no-output passed any value.
+  const std::string dir = fresh_dir();
+  const std::string yaml = kGood + "output: {max_flows: abc}\n";
+  write_file(dir + "/scenario.yaml", yaml);
+  const CommandResult r = run_cli(fmt::format("run {}/scenario.yaml --no-output", dir));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const Location at = locate(yaml, "max_flows: abc", "abc");
+  EXPECT_THAT(r.err, StartsWith(fmt::format("{}/scenario.yaml:{}:{}: error: 'output.max_flows'",
+                                            dir, at.line, at.column)));
+}
+
 }  // namespace
 }  // namespace rocesim::test
