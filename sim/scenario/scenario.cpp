@@ -438,6 +438,15 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
     for (const ParamOverride& po : o.parameters)
       run->calibration.push_back(po);
     for (const ParamOverride& po : run->calibration) {
+      // Calibration files are read before any override applies: naming one through an override
+      // (--set, a study's axis, another calibration file) would change nothing.
+      if (po.path == "calibration" || po.path.starts_with("calibration.") ||
+          po.path.starts_with("calibration[")) {
+        throw InputError(po.value.where(), po.path,
+                         "a parameter path (calibration files are named by --calibration or "
+                         "the scenario's own calibration key)",
+                         "'" + po.path + "'");
+      }
       written = apply_override(written, po);
       // An override may name another topology file (`--set topology=FILE`, a study's axis):
       // read in as the written one is, relative to the scenario, so that later overrides reach
