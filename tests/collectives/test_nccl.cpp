@@ -2323,7 +2323,7 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_PROTO: '^LL,LL128,Simple'}", "NCCL_PROTO",
        "leaves every collective a protocol"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 40}", "NCCL_MIN_NCHANNELS",
-       "at most 32"},
+       "from 0 to 32"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NET: ''}", "NCCL_NET", "plugin's name"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_SOCKET_NTHREADS: 17}",
        "NCCL_SOCKET_NTHREADS", "from 0 to 16"},

@@ -65,7 +65,7 @@ constexpr Param kNcclParams[] = {
      .fallback = "0",
      .help = "lower bound on channels (0: automatic, 2 per NIC of a server)",
      .check = Check::NonNegative,
-     .max = 64},
+     .max = 32},
     {.key = "NCCL_MAX_NCHANNELS",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -77,7 +77,7 @@ constexpr Param kNcclParams[] = {
      .fallback = "0",
      .help = "lower bound on channels (CTAs), like NCCL_MIN_NCHANNELS; the larger bound wins",
      .check = Check::NonNegative,
-     .max = 64},
+     .max = 32},
     {.key = "NCCL_MAX_CTAS",
      .type = ParamType::Integer,
      .fallback = "0",
@@ -109,7 +109,7 @@ constexpr Param kNcclParams[] = {
              "it is, older releases and RCCL halve a set value too; NCCL 2.8 takes 1)",
      .check = Check::Positive,
      .optional = true,
-     .max = 64},
+     .max = 32},
     {.key = "NCCL_IB_QPS_PER_CONNECTION",
      .type = ParamType::Integer,
      .fallback = "1",
@@ -549,14 +549,8 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (r.has("NCCL_TREE_THRESHOLD")) c.tree_threshold = r.bytes("NCCL_TREE_THRESHOLD");
   if (take("NCCL_MIN_NCHANNELS")) c.min_channels = r.integer_as<int>("NCCL_MIN_NCHANNELS");
   if (take("NCCL_MAX_NCHANNELS")) c.max_channels = r.integer_as<int>("NCCL_MAX_NCHANNELS");
-  if (c.min_channels > kMaxChannels) {
-    r.fail("NCCL_MIN_NCHANNELS", "at most 32 channels", std::to_string(c.min_channels));
-  }
   if (take("NCCL_MIN_CTAS")) c.min_ctas = r.integer_as<int>("NCCL_MIN_CTAS");
   if (take("NCCL_MAX_CTAS")) c.max_ctas = r.integer_as<int>("NCCL_MAX_CTAS");
-  if (c.min_ctas > kMaxChannels) {
-    r.fail("NCCL_MIN_CTAS", "at most 32 channels", std::to_string(c.min_ctas));
-  }
   if (take("NCCL_MIN_P2P_NCHANNELS")) {
     c.min_p2p_channels = r.integer_as<int>("NCCL_MIN_P2P_NCHANNELS");
   }
@@ -565,10 +559,6 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   }
   if (r.has("NCCL_NCHANNELS_PER_NET_PEER")) {
     c.channels_per_net_peer = r.integer_as<int>("NCCL_NCHANNELS_PER_NET_PEER");
-    if (*c.channels_per_net_peer > kMaxChannels) {
-      r.fail("NCCL_NCHANNELS_PER_NET_PEER", "at most 32 channels",
-             std::to_string(*c.channels_per_net_peer));
-    }
   }
   if (take("NCCL_IB_QPS_PER_CONNECTION")) {
     c.qps_per_connection = r.integer_as<uint32_t>("NCCL_IB_QPS_PER_CONNECTION");
