@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
@@ -314,7 +316,14 @@ int main(int argc, char** argv) {
   fit->add_option("--loss-scale", cf.loss_scale,
                   "log-ratio residual where a robust loss stops counting fully (0.1: ~10%)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end != v.c_str() && *end == '\0' && x > 0 && std::isfinite(x)) return std::string();
+            return "expected a number > 0, found '" + v + "'";
+          },
+          "NUMBER > 0"));
   fit->add_option("--threads", cf.threads,
                   "simulations run in parallel (results do not depend on it)")
       ->capture_default_str()
@@ -362,6 +371,12 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // An unknown command is an extra argument to CLI11 ("A subcommand is required"): name it.
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::cerr << fmt::format("error: unknown command '{}' (rocesim --help lists the commands)\n",
+                               argv[1]);
+      return kExitInput;
+    }
     std::cerr << "error: " << e.what() << " (rocesim --help lists the options)\n";
     return kExitInput;
   }

@@ -121,10 +121,9 @@ class ParamReader {
     const int64_t v = integer(key);
     constexpr auto lo = static_cast<int64_t>(std::numeric_limits<T>::min());
     constexpr auto hi = static_cast<int64_t>(std::numeric_limits<T>::max());
-    if (v < lo || v > hi) {
-      fail(key, "an integer from " + std::to_string(lo) + " to " + std::to_string(hi),
-           std::to_string(v));
-    }
+    // The key's own check (> 0, >= 0) has passed: only the side that is out says anything.
+    if (v > hi) fail(key, "an integer of at most " + std::to_string(hi), std::to_string(v));
+    if (v < lo) fail(key, "an integer of at least " + std::to_string(lo), std::to_string(v));
     return static_cast<T>(v);
   }
   double number(std::string_view key) const;

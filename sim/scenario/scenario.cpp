@@ -331,10 +331,12 @@ ConfigNode load_preset(const ConfigNode& value, const std::string& kind,
         known += (known.empty() ? "" : ", ") + n;
     }
     const char* what = kind == "servers" ? "server" : kind == "nics" ? "NIC" : "switch";
-    throw InputError(value.where(), value.path(),
-                     fmt::format("a {} preset ({})", what,
-                                 known.empty() ? "none found in " + dir.string() : known),
-                     fmt::format("'{}' ({} does not exist)", name, p.string()));
+    throw InputError(
+        value.where(), value.path(),
+        fmt::format("a {} preset ({})", what,
+                    known.empty() ? "none found in " + dir.string() : known),
+        fmt::format("'{}' ({} {})", name, p.string(),
+                    std::filesystem::is_directory(p) ? "is a directory" : "does not exist"));
   }
   const ConfigNode preset = load_yaml_file(p.string(), node_path, &value);
   if (!preset.is_map()) {

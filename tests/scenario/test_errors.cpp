@@ -240,7 +240,7 @@ TEST_F(ScenarioErrors, AnIntegerTooLargeForItsTypeIsNotWrapped) {
   expect_rejected(f, {.file = f.scenario,
                       .at = locate(yaml, "compression: 4294967297", "4294967297"),
                       .key = "output.compression",
-                      .expected = "an integer from -2147483648 to 2147483647",
+                      .expected = "an integer of at most 2147483647",
                       .found = "4294967297"});
   // ...and counts have documented bounds well inside their types.
   const std::string racks = edit(kGood, "  racks: 2", "  racks: 4294967297");
@@ -706,6 +706,23 @@ TEST_F(ScenarioErrors, CalibrationFilesCannotBeNamedThroughAnOverride) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, StartsWith("--set calibration=missing.yaml: error: 'calibration': expected "
                                 "a parameter path"));
+}
+
+TEST_F(ScenarioErrors, CommandLineMistakesSayWhatWasWrong) {
+  // An unknown command is named (CLI11 said "A subcommand is required"); a bound says what it
+  // is (CLI11 printed the range up to the largest double); a preset path that is a directory
+  // says so (it said "does not exist").
+  const CommandResult unknown = run_cli("simulate x.yaml");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, StartsWith("error: unknown command 'simulate'"));
+  const CommandResult scale =
+      run_cli("calibrate fit --scenario x.yaml --measured y --loss-scale 0");
+  EXPECT_EQ(scale.exit_code, 2);
+  EXPECT_THAT(scale.err, StartsWith("error: --loss-scale: expected a number > 0, found '0'"));
+  const std::string dir = fresh_dir();
+  const Failure f = run_bad(edit(kGood, "    gpus: 2", "    server: " + dir));
+  EXPECT_EQ(f.result.exit_code, 2);
+  EXPECT_THAT(f.result.err, HasSubstr(fmt::format("({} is a directory)", dir)));
 }
 
 }  // namespace

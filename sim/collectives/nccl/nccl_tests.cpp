@@ -192,7 +192,7 @@ NcclTestsOptions parse_nccl_tests_args(const std::vector<std::string>& args) {
       o.ignored.push_back(flag + " " + value);
     } else {
       bad(flag,
-          "an nccl-tests flag: -b -e -i -f -n -w -r -d -o (or -t -g -p -c -z -a -m -G -C, "
+          "an nccl-tests flag: -b -e -i -f -n -w -r -d -o (or -t -g -p -c -z -a -m -G -C -R -T -N, "
           "accepted and ignored)",
           flag);
     }
