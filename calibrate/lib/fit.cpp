@@ -182,6 +182,28 @@ FittedParameter resolve(const ParameterSpec& spec, const ConfigNode& effective,
                      "bounds LO < HI around the nominal value " + si_text(p.type, n),
                      fmt::format("{}..{}", si_text(p.type, p.lower), si_text(p.type, p.upper)));
   }
+  // Within the key's own range: the fit tries values up to the bounds, and a scenario refuses
+  // what its key refuses (checked here, not when the descent first reaches it).
+  const bool in_range = [&] {
+    switch (decl->check) {
+      case Check::Fraction:
+        return p.lower > 0 && p.upper <= 1;
+      case Check::Positive:
+        return p.lower > 0;
+      case Check::NonNegative:
+        return p.lower >= 0;
+      case Check::None:
+        return true;
+    }
+    return true;
+  }();
+  if (!in_range) {
+    const char* range = decl->check == Check::Fraction   ? "within (0, 1], the key's range"
+                        : decl->check == Check::Positive ? "above 0, the key's range"
+                                                         : "from 0, the key's range";
+    throw InputError(where, spec.path, fmt::format("bounds {}", range),
+                     fmt::format("{}..{}", si_text(p.type, p.lower), si_text(p.type, p.upper)));
+  }
   p.value = n;
   p.prior_sigma = prior_sigma(p);
   return p;

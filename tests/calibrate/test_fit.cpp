@@ -288,6 +288,9 @@ TEST(Fit, BadParametersAndSelectionsAreInputErrors) {
               HasSubstr("write a starting value"));
   EXPECT_THAT(std::string(fit_with({"nccl.NCCL_NET_OVERHEAD=2us..5us"}).what()),
               HasSubstr("around the nominal value"));
+  // Bounds the key itself refuses: said before the descent reaches them.
+  EXPECT_THAT(std::string(fit_with({"topology.node.nic_efficiency=0.5..2"}).what()),
+              HasSubstr("expected bounds within (0, 1], the key's range, found 0.5..2"));
   EXPECT_THAT(std::string(input_error([] { ParameterSpec::parse("a.b=1", "--param"); }).what()),
               HasSubstr("PATH=LO..HI"));
   EXPECT_THAT(std::string(input_error([] { Selection::parse("colour=red", "--train"); }).what()),
