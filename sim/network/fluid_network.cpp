@@ -1728,13 +1728,13 @@ constexpr Param kTcpParams[] = {
      .type = ParamType::Bandwidth,
      .fallback = "0bps",
      .help = "most one connection's host stack moves (system calls, copies, interrupts: measure "
-             "it, e.g. one iperf3 stream); 0: no bound",
+             "it, e.g. one iperf3 stream); 0: no bound, else at least 1Mbps",
      .check = Check::NonNegative},
     {.key = "host_latency",
      .type = ParamType::Time,
      .fallback = "0s",
      .help = "time both hosts' stacks add to a round trip (measure it, e.g. sockperf ping-pong "
-             "less the wire)",
+             "less the wire); at most 1s",
      .check = Check::NonNegative},
     {.key = "restart_after_idle",
      .type = ParamType::Boolean,
@@ -1901,6 +1901,14 @@ FluidConfig read_fluid(const ParamReader& r) {
   c.tcp.min_rto = t.time("min_rto").in_seconds();
   c.tcp.host_rate = t.bandwidth("host_rate").bytes_per_second();
   c.tcp.host_latency = t.time("host_latency").in_seconds();
+  // Beyond these a host is not a host, and the integration would step through hours or years
+  // of simulated time at network.step (a run that never ends, or never finishes its flows).
+  if (c.tcp.host_rate > 0 && c.tcp.host_rate < 1e6 / 8) {
+    t.fail("host_rate", "0 (no bound) or at least 1Mbps",
+           fmt::format("{} bps", t.bandwidth("host_rate").bits_per_second()));
+  }
+  if (c.tcp.host_latency > 1)
+    t.fail("host_latency", "at most 1s", format_time(t.time("host_latency")));
   c.tcp.restart_after_idle = t.boolean("restart_after_idle");
   c.tcp.step = t.time("step").in_seconds();
   return c;

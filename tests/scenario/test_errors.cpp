@@ -671,6 +671,19 @@ TEST_F(ScenarioErrors, AFluidStepUnderANanosecondIsRefused) {
                       .key = "network.step",
                       .expected = "at least 1ns",
                       .found = "1 ps"});
+  // TCP hosts slower or later than any host: runs that never finished, or never ended.
+  for (const auto& [key, value, expected] :
+       {std::tuple{"host_rate", "1bps", "0 (no bound) or at least 1Mbps"},
+        std::tuple{"host_latency", "9000000s", "at most 1s"}}) {
+    const std::string tcp =
+        kGood + fmt::format("network:\n  model: fluid\n  tcp:\n    {}: {}\n", key, value);
+    const Failure t = run_bad(tcp);
+    expect_rejected(t, {.file = t.scenario,
+                        .at = locate(tcp, fmt::format("{}: {}", key, value), value),
+                        .key = fmt::format("network.tcp.{}", key),
+                        .expected = expected,
+                        .found = ""});
+  }
 }
 
 TEST_F(ScenarioErrors, ASecondYamlDocumentIsRefusedNotDropped) {
