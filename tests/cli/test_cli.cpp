@@ -524,7 +524,7 @@ TEST(ValidateClusters, EveryTableOfTheMixedDatasetHasItsScenario) {
 
 TEST(ValidateErrors, ATableWithMoreRanksThanTheJobIsALocatedError) {
   // The H100 dataset has tables of 32 and 64 ranks; the AWS scenario's job has 16 GPUs: exit 2,
-  // naming the table's line in the dataset, nothing written.
+  // at the first table's total_ranks in the dataset, nothing written.
   const TempDir dir("cli-validate-bad");
   const std::string out = dir / "out";
   const CommandResult r = run_cli(fmt::format(
@@ -532,9 +532,28 @@ TEST(ValidateErrors, ATableWithMoreRanksThanTheJobIsALocatedError) {
       source_path("validation/data/measured/nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml"),
       source_path("validation/scenarios/aws-p4d-efa.yaml"), out));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml:"));
-  EXPECT_THAT(r.err, HasSubstr("'ranks': expected a table measured on at most the 16 ranks"));
+  EXPECT_THAT(r.err, HasSubstr("nvidia_nccl-tests_issue309_h100_ib_2-8nodes.yaml:110:16: "
+                               "error: 'total_ranks': expected a table measured on at most the "
+                               "16 ranks"));
   EXPECT_FALSE(std::filesystem::exists(out));
+  // A bad value in a table's env: at that value (it was the table's first line).
+  std::string text;
+  {
+    std::ifstream in(source_path("validation/data/measured/rocesim-bench_h200_1gpu.yaml"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string anchor = "    env:\n";
+  const size_t at = text.find(anchor);
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + anchor.size(), "      NCCL_ALGO: Rings\n");
+  const int line = 2 + static_cast<int>(std::count(text.begin(), text.begin() + at, '\n'));
+  const std::string bad_env = dir / "env.yaml";
+  std::ofstream(bad_env) << text;
+  const CommandResult env =
+      run_cli(fmt::format("validate --measured {} --scenario {} -o {} --no-plot", bad_env,
+                          source_path("validation/scenarios/h200-one-gpu.yaml"), out));
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_THAT(env.err, HasSubstr(fmt::format("env.yaml:{}:18: error: 'env.NCCL_ALGO'", line)));
   const CommandResult missing =
       run_cli(fmt::format("validate --measured {} --scenario {}", dir / "nothing-here",
                           source_path("validation/scenarios/aws-p4d-efa.yaml")));

@@ -1131,8 +1131,10 @@ void add_environment(NcclTestsTable& t, const ConfigNode* env, const std::string
   for (const ConfigNode::Entry& e : env->entries()) {
     if (const auto v = scalar_text(&e.value)) {
       t.metadata["env." + e.key] = *v;
+      t.metadata_where["env." + e.key] = e.value.where();
     } else {
       t.metadata.erase("env." + e.key);
+      t.metadata_where.erase("env." + e.key);
     }
   }
 }
@@ -1143,7 +1145,11 @@ void apply_dataset_metadata(NcclTestsTable& t, const ConfigNode& entry, const Co
        {"name", "binary", "collective", "total_ranks", "nodes", "gpus_per_node", "nccl_version",
         "gpu", "nic_speed_gbps", "nics_per_node", "fabric", "in_network_reduction", "datatype",
         "redop", "command"}) {
-    if (const auto v = scalar_text(lookup(entry, root, key))) t.metadata[std::string(key)] = *v;
+    const ConfigNode* n = lookup(entry, root, key);
+    if (const auto v = scalar_text(n)) {
+      t.metadata[std::string(key)] = *v;
+      t.metadata_where[std::string(key)] = n->where();
+    }
   }
   // The file's common_env, then the table's own env (else the file's env) over it, key by key.
   const auto name = t.metadata.find("name");

@@ -95,7 +95,14 @@ struct NcclTestsTable {
   bool truncated = false;  ///< the log ends in a cut-off row (dropped; see the warnings)
   /// Extra facts: from a measured dataset (gpu, fabric, env.NAME, ...), or "nccl_tests_version".
   std::map<std::string, std::string> metadata;
+  /// Where each metadata value was written (a measured dataset's key), for errors about it.
+  std::map<std::string, SourceLocation> metadata_where;
   SourceLocation where;  ///< the table's first header line, or its first row when headerless
+  /// Where metadata `key` was written, else the table.
+  const SourceLocation& where_of(const std::string& key) const {
+    const auto it = metadata_where.find(key);
+    return it != metadata_where.end() ? it->second : where;
+  }
 };
 
 struct NcclTestsLog {

@@ -42,9 +42,9 @@ nccl::NcclConfig apply_env(const NcclTestsTable& t, nccl::NcclConfig base, Compa
     if (!key.starts_with("env.")) continue;
     const std::string name = key.substr(4);
     if (nccl::nccl_table().find(name) != nullptr) {
-      env.set(
-          name, t.where,
-          ConfigNode::scalar(nccl::nccl_env_value(name, value), t.where, config_path("env", name)));
+      const SourceLocation& at = t.where_of(key);
+      env.set(name, at,
+              ConfigNode::scalar(nccl::nccl_env_value(name, value), at, config_path("env", name)));
       out.env_applied.push_back(name + "=" + value);
       any = true;
     } else {
@@ -89,7 +89,8 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
   std::vector<fabric::NodeId> ranks = run->job_ranks;
   out.nranks = t.nranks;
   if (static_cast<size_t>(t.nranks) > ranks.size()) {
-    throw InputError(t.where, "ranks",
+    const bool stated = t.metadata_where.contains("total_ranks");
+    throw InputError(t.where_of("total_ranks"), stated ? "total_ranks" : "ranks",
                      fmt::format("a table measured on at most the {} ranks of the scenario's job "
                                  "({})",
                                  ranks.size(), scenario_path),
