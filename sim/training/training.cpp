@@ -701,7 +701,13 @@ TrainingSetup read_training_setup(const engine::WorkloadInput& in, const Trainin
   }
   const int hpz = s.ds.zero.hpz_partition_size;
   if (s.dp % hpz != 0) {
-    throw InputError(src.deepspeed.where(), "zero_optimization.zero_hpz_partition_size",
+    // At the value in the DeepSpeed file (the file's first line when it is not written).
+    SourceLocation at = src.deepspeed.where();
+    if (const ConfigNode* z = src.deepspeed.find("zero_optimization");
+        z != nullptr && z->is_map()) {
+      if (const ConfigNode* v = z->find("zero_hpz_partition_size"); v != nullptr) at = v->where();
+    }
+    throw InputError(at, "zero_optimization.zero_hpz_partition_size",
                      fmt::format("a divisor of the data-parallel ranks ({})", s.dp),
                      std::to_string(hpz));
   }

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "sim/core/params.hpp"
 #include "sim/metrics/trace.hpp"
@@ -332,6 +333,30 @@ TEST(DeepSpeedConfig, WrongValuesAreLocatedInTheJsonFile) {
               ::testing::HasSubstr("not both"));
   EXPECT_THAT(error(R"({"zero_optimization": {"reduce_bucket_size": 2.5}})"),
               ::testing::HasSubstr("whole number"));
+  // A value checked against the job (hpZ's partition must divide the 16 data-parallel ranks):
+  // at the value, not at the configuration's first line.
+  const std::string job = R"(name: hpz
+topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {server: hgx-a100}
+  leaf: {uplinks: 8, uplink_speed: 200Gbps}
+  spine: {count: 1}
+workloads:
+  - name: train
+    type: training
+    model: workloads/models/llama-440m.yaml
+    deepspeed: {zero_optimization: {stage: 3, zero_hpz_partition_size: 3}}
+)";
+  const InputError hpz = test::input_error([&] { test::scenario_from_yaml(job); });
+  EXPECT_EQ(hpz.key(), "zero_optimization.zero_hpz_partition_size");
+  EXPECT_EQ(hpz.where().line, 13);
+  EXPECT_EQ(hpz.where().column,
+            static_cast<int>(std::string_view("    deepspeed: {zero_optimization: {stage: 3, "
+                                              "zero_hpz_partition_size: ")
+                                 .size()) +
+                1);
   const DsConfig bad = read_ds_config(scenario::load_yaml_text(
       R"({"train_batch_size": 60, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})",
       "ds.json"));
