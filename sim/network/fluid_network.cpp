@@ -1839,8 +1839,8 @@ FluidConfig read_fluid(const ParamReader& r) {
   (void)r.choice("model");
   FluidConfig c;
   c.step = r.time("step").in_seconds();
-  // Under a nanosecond a step moves less than a byte of a 400G link at a time: below what the
-  // queues resolve (bytes), and a million steps a simulated millisecond.
+  // Under a nanosecond a step moves less than a minimum Ethernet frame (64 bytes) on a 400G
+  // link: finer than anything the queues resolve, at a million steps a simulated millisecond.
   if (c.step < 1e-9) r.fail("step", "at least 1ns", format_time(r.time("step")));
   c.packet = static_cast<double>(r.bytes("packet_size").count());
   c.device_buffer = static_cast<double>(r.bytes("device_buffer").count());
