@@ -321,9 +321,10 @@ void Simulation::report_stall() const {
           }
         }
         throw InputError(
-            cut != nullptr ? cut->where : SourceLocation{},
-            fmt::format("traffic can never finish: a flow from {} to {} waits on link {} -> {}, "
-                        "which is down ({}) with no other path, until the end of the events",
+            cut != nullptr ? cut->where : SourceLocation{}, cut != nullptr ? cut->key : "events",
+            "events after which traffic can finish",
+            fmt::format("a flow from {} to {} that waits on link {} -> {}, which is down ({}) with "
+                        "no other path, until the end of the events",
                         fabric_.node(connections_[qps_[qp].connection].src).name,
                         fabric_.node(connections_[qps_[qp].connection].dst).name,
                         fabric_.node(link.src).name, fabric_.node(link.dst).name,

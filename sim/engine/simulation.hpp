@@ -112,6 +112,7 @@ struct LinkEvent {
   double speed = 1;  // Speed: fraction of the nominal rate
   std::string what;  // for results, e.g. "down leaf0-spine1"
   SourceLocation where;
+  std::string key;  // its key in the scenario, e.g. "events[2].action", for errors
   // Filled in by the run:
   bool applied = false;
   Time converged = Time::infinity();  // when routing reflected it (Down and Up)

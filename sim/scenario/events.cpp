@@ -92,6 +92,7 @@ void read_events(const ParamReader& parent, const ConfigNode& list, engine::Simu
     engine::LinkEvent e;
     e.at = r.time("at");
     e.where = r.where("action");
+    e.key = r.path("action");
     std::string target;
     if (r.has("link") == r.has("switch")) {
       r.fail(r.has("link") ? "switch" : "link", "exactly one of 'link' and 'switch'",

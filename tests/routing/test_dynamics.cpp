@@ -459,8 +459,10 @@ TEST(LinkEvents, AFabricCutForGoodIsALocatedError) {
   const std::string yaml =
       two_flows("events:\n  - {at: 10us, action: down, link: [leaf1, node3/nic0]}");
   const InputError e = test::input_error([&] { test::scenario_from_yaml(yaml)->run(); });
-  EXPECT_TRUE(test::contains(e.what(), "traffic can never finish")) << e.what();
+  EXPECT_TRUE(test::contains(e.what(), "expected events after which traffic can finish"))
+      << e.what();
   EXPECT_TRUE(test::contains(e.what(), "down leaf1-node3/nic0")) << e.what();
+  EXPECT_EQ(e.key(), "events[0].action");
   EXPECT_EQ(e.where().line, 15);
 }
 
