@@ -1,6 +1,7 @@
 #include "sim/scenario/yaml_source.hpp"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -123,6 +125,23 @@ ConfigNode convert(const YAML::Node& n, Reading& rd, const std::string& path) {
   return ConfigNode();
 }
 
+/// Where each document of a YAML stream starts; nothing else of the events is kept.
+struct DocumentStarts : YAML::EventHandler {
+  YAML::Mark last = YAML::Mark::null_mark();
+  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& file,
                  const std::string& root_path, const std::vector<std::string>& unread = {}) {
   // A raw NUL byte never reaches the checks of the values: the YAML reader turns it into
@@ -136,20 +155,27 @@ ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& fil
     throw InputError(SourceLocation{file, line, column}, root_path,
                      "text in UTF-8 without NUL characters", "a NUL character");
   }
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
+  std::optional<YAML::Mark> second;
   try {
-    documents = YAML::LoadAll(text);
+    root = YAML::Load(text);
+    // A second document would be read by nobody: say so rather than drop it. The parser's
+    // events are walked for at most two documents (YAML::LoadAll, which builds them all, can
+    // go on making empty documents on some malformed input until memory runs out).
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    DocumentStarts starts;
+    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts)) {
+      second = starts.last;
+    }
   } catch (const YAML::Exception& e) {
     throw InputError(at(file, e.mark), root_path, "valid YAML",
                      fmt::format("a syntax error ({})", e.msg));
   }
-  if (documents.size() > 1) {
-    // A second document would be read by nobody: say so rather than drop it.
-    const YAML::Mark m = documents[1].Mark();
-    throw InputError(m.is_null() ? SourceLocation{file, 1, 1} : at(file, m), root_path,
-                     "one YAML document", fmt::format("{} documents ('---')", documents.size()));
+  if (second) {
+    throw InputError(second->is_null() ? SourceLocation{file, 1, 1} : at(file, *second), root_path,
+                     "one YAML document", "a second document ('---')");
   }
-  const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   Reading rd{file, root_path, unread};
   ConfigNode c = convert(root, rd, root_path);
   if (c.is_null()) {

@@ -691,10 +691,10 @@ TEST_F(ScenarioErrors, ASecondYamlDocumentIsRefusedNotDropped) {
   const std::string yaml = kGood + "---\nseed: 4\n";
   const Failure f = run_bad(yaml);
   expect_rejected(f, {.file = f.scenario,
-                      .at = locate(yaml, "seed: 4"),
+                      .at = locate(yaml, "---"),
                       .key = "",
                       .expected = "one YAML document",
-                      .found = "2 documents"});
+                      .found = "a second document"});
 }
 
 TEST_F(ScenarioErrors, TheOutputSectionIsCheckedWhenNothingIsWritten) {
