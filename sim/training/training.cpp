@@ -964,6 +964,32 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
   const double bytes = 2 * instructions * static_cast<double>(sizeof(Instr)) + uses * 32;
   const auto available = static_cast<double>(available_memory_bytes());
   if (largest > kMaxProgramInstructions || (available > 0 && bytes > available)) {
+    // When ZeRO 1 or 2's AllGather buckets make most of the instructions, the bucket size is
+    // what to change: said at it, in the DeepSpeed configuration.
+    double gathers = 0;
+    if (s.ds.zero.stage == 1 || s.ds.zero.stage == 2) {
+      for (int stage = 0; stage < s.pp; ++stage) {
+        const StageParams sp = stage_params(stage_blocks(s, stage, s.micro_batch));
+        gathers +=
+            static_cast<double>(s.steps) * (std::ceil(sp.dense / s.ds.zero.allgather_bucket) +
+                                            std::ceil(sp.expert / s.ds.zero.allgather_bucket));
+      }
+    }
+    const ConfigNode* z = src.deepspeed.find("zero_optimization");
+    const ConfigNode* bucket =
+        z != nullptr && z->is_map() ? z->find("allgather_bucket_size") : nullptr;
+    if (bucket != nullptr && 2 * gathers > instructions) {
+      throw InputError(
+          bucket->where(), "zero_optimization.allgather_bucket_size",
+          fmt::format(
+              "buckets that keep the job's programs within {}",
+              largest > kMaxProgramInstructions
+                  ? fmt::format("{} instructions per pipeline stage", kMaxProgramInstructions)
+                  : fmt::format("this machine's memory ({} available)", format_memory(available))),
+          fmt::format("{} elements: {:.3g} AllGathers over {} steps, of {:.3g} instructions "
+                      "(about {})",
+                      bucket->value(), gathers, s.steps, instructions, format_memory(bytes)));
+    }
     r.fail("steps",
            largest > kMaxProgramInstructions
                ? fmt::format("a training job of at most {} instructions per pipeline stage",

@@ -425,6 +425,16 @@ TEST(TrainingJobs, AJobTooLargeForTheMachineIsRefusedWithItsEstimateBeforeItIsBu
   EXPECT_THAT(e.key(), testing::HasSubstr("steps"));
   EXPECT_THAT(e.what(), testing::HasSubstr("fit in this machine's memory"));
   EXPECT_THAT(e.what(), testing::HasSubstr("1000000 micro-steps"));
+  // One-element AllGather buckets: the buckets make the instructions, so the bucket size is
+  // named, at its value, as the thing to change.
+  const std::string tiny =
+      "    deepspeed: {train_micro_batch_size_per_gpu: 1, bf16: {enabled: true}, "
+      "zero_optimization: {stage: 1, allgather_bucket_size: 1}}";
+  const InputError b = test::input_error(
+      [&] { test::scenario_from_yaml(scenario(2, "400Gbps", tiny, kDeepModel)); });
+  EXPECT_EQ(b.key(), "zero_optimization.allgather_bucket_size");
+  EXPECT_THAT(b.what(), testing::HasSubstr("found 1 elements"));
+  EXPECT_GT(b.where().line, 0);
 }
 
 TEST(TrainingJobs, TwoJobsOnOneFabricShareItsLinks) {
