@@ -92,7 +92,11 @@ void remove_quietly(const std::string& path) {
 /// do not tell, e.g. on a read-only mount or an immutable directory, or for root). On failure,
 /// throws for `option` naming `path`.
 void check_writable(const fs::path& dir, const std::string& path, const std::string& option) {
-  const fs::path probe = dir / fmt::format(".rocesim-probe-{}", static_cast<long>(::getpid()));
+  // Named by host and process: ranks of an MPI sweep on several hosts may share the directory.
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  const fs::path probe =
+      dir / fmt::format(".rocesim-probe-{}-{}", host, static_cast<long>(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
     const int err = errno;
