@@ -92,11 +92,17 @@ inline constexpr int64_t kMaxTransferPs = int64_t{1} << 62;
 /// Raises the input error for a transfer that would end after kMaxTransferPs.
 [[noreturn]] void transfer_time_out_of_range(double bytes, double bytes_per_second);
 
+/// Picoseconds to move `bytes` at `bytes_per_second`, rounded up (as a double: it may be beyond
+/// Time's range).
+inline double transfer_ps(double bytes, double bytes_per_second) {
+  return std::ceil(bytes / bytes_per_second * 1e12);
+}
+
 /// Time to move `bytes` at `bytes_per_second`, rounded up to the next picosecond, started at
 /// `from`. A transfer that would end after kMaxTransferPs (a size or rate that no run can
 /// simulate) is an input error.
 inline Time transfer_time(double bytes, double bytes_per_second, Time from = Time::zero()) {
-  const double ps = std::ceil(bytes / bytes_per_second * 1e12);
+  const double ps = transfer_ps(bytes, bytes_per_second);
   if (!(ps < static_cast<double>(kMaxTransferPs - from.count_ps()))) [[unlikely]]
     transfer_time_out_of_range(bytes, bytes_per_second);
   return Time::ps(static_cast<int64_t>(ps));
@@ -105,7 +111,7 @@ inline Time transfer_time(double bytes, double bytes_per_second, Time from = Tim
 /// transfer_time, or Time::infinity() for a span beyond kMaxTransferPs: for a prediction that
 /// a later change of rate replaces (a rate that is almost nothing now).
 inline Time transfer_time_or_never(double bytes, double bytes_per_second) {
-  const double ps = std::ceil(bytes / bytes_per_second * 1e12);
+  const double ps = transfer_ps(bytes, bytes_per_second);
   if (!(ps < static_cast<double>(kMaxTransferPs))) return Time::infinity();
   return Time::ps(static_cast<int64_t>(ps));
 }

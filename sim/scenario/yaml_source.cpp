@@ -159,14 +159,17 @@ ConfigNode parse(std::istream& in, const std::shared_ptr<const std::string>& fil
   std::optional<YAML::Mark> second;
   try {
     root = YAML::Load(text);
-    // A second document would be read by nobody: say so rather than drop it. The parser's
-    // events are walked for at most two documents (YAML::LoadAll, which builds them all, can
-    // go on making empty documents on some malformed input until memory runs out).
-    std::istringstream stream(text);
-    YAML::Parser parser(stream);
-    DocumentStarts starts;
-    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts)) {
-      second = starts.last;
+    // A second document would be read by nobody: say so rather than drop it. Only a stream
+    // with a document marker ('---' or '...') can hold one, so only such a text is parsed
+    // again, its events walked for at most two documents (YAML::LoadAll, which builds them
+    // all, can go on making empty documents on some malformed input until memory runs out).
+    if (text.find("---") != std::string::npos || text.find("...") != std::string::npos) {
+      std::istringstream stream(text);
+      YAML::Parser parser(stream);
+      DocumentStarts starts;
+      if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts)) {
+        second = starts.last;
+      }
     }
   } catch (const YAML::Exception& e) {
     throw InputError(at(file, e.mark), root_path, "valid YAML",

@@ -712,10 +712,8 @@ TEST_F(ScenarioErrors, TheOutputSectionIsCheckedWhenNothingIsWritten) {
 TEST_F(ScenarioErrors, CalibrationFilesCannotBeNamedThroughAnOverride) {
   // Calibration files are read before overrides apply: `--set calibration=FILE` changed nothing,
   // even for a file that does not exist.
-  const std::string dir = fresh_dir();
-  write_file(dir + "/scenario.yaml", kGood);
-  const CommandResult r =
-      run_cli(fmt::format("run {}/scenario.yaml --no-output --set calibration=missing.yaml", dir));
+  const Failure f = run_bad(kGood, {}, "--set calibration=missing.yaml");
+  const CommandResult& r = f.result;
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, StartsWith("--set calibration=missing.yaml: error: 'calibration': expected "
                                 "a parameter path"));
