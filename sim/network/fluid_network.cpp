@@ -83,6 +83,7 @@ FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, i
 
 FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   ROCESIM_CHECK(spec.bytes > 0 && !spec.routes.empty(), "a flow moves bytes over >= 1 route");
+  if (now.in_seconds() > now_) integrate(now);
   const double t = now.in_seconds();
   const FlowHandle h = flows_.acquire();
   FlowState& fl = flows_[h];
@@ -187,6 +188,9 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
         // (RFC 2861; Linux's tcp_slow_start_after_idle).
         if (q.users == 0 && tcp.restart_after_idle && t - q.last > std::max(tcp.min_rto, q.rtt))
           q.cwnd = std::min(q.cwnd, tcp.initial_window * tcp.mss);
+      } else if (q.sending > 0) {
+        // Sending: its rate control up to now, before a route joins it.
+        if (settle_qp(q, t)) report_qp(rs.qp, t);
       } else if (q.users == 0 && t > q.last) {
         // Idle since its last flow: what the increase timer did meanwhile, without congestion.
         update_qp(q, t - q.last);
@@ -200,14 +204,14 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
 
 double FluidNetwork::sent(FlowHandle f, Time) const {
   const FlowState& fl = flows_[f];
-  return std::max(0.0, fl.sent - fl.sent_base);
+  return std::max(0.0, sent_now(fl, now_) - fl.sent_base);
 }
 
 FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Time now) {
   FlowState& fl = flows_[f];
   ROCESIM_CHECK(fl.live, "rerouting a running flow");
-  fl.sent_base = fl.sent;
-  now_ = std::max(now_, now.in_seconds());
+  if (now.in_seconds() > now_) integrate(now);
+  fl.sent_base = sent_now(fl, now_);
   dirty_ = true;
   added_ = true;  // rates are computed again at the next commit
   if (routes.size() != fl.routes.size()) {
@@ -230,7 +234,7 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
     fl.routes.clear();
     add_routes(f, routes, now_);
     fl.lost += behind;
-    if (fl.lost > 0 || !fl.sending) resend(fl);
+    if (fl.lost > 0 || !fl.sending) resend(fl, now_);
     return f;
   }
   count_reduced(routes, fl.reduce, 1);
@@ -262,8 +266,9 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
   return f;
 }
 
-void FluidNetwork::resend(FlowState& fl) {
-  fl.sent = std::max(0.0, fl.sent - fl.lost);
+void FluidNetwork::resend(FlowState& fl, double t) {
+  const double sent = sent_now(fl, t);
+  fl.sent += std::max(0.0, sent - fl.lost) - sent;
   fl.lost = 0;
   added_ = true;  // the sender's rate may change: compute again at the next commit
   if (fl.sending) return;
@@ -279,9 +284,10 @@ void FluidNetwork::resend(FlowState& fl) {
   }
 }
 
-void FluidNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time) {
+void FluidNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time now) {
   ROCESIM_CHECK(bytes_per_second >= 0 && std::isfinite(bytes_per_second),
                 "link capacities must be >= 0");
+  if (now.in_seconds() > now_) integrate(now);  // the time before, at the capacity it had
   links_[l].cap = bytes_per_second;
   added_ = true;  // rates are computed again at the next commit
 }
@@ -806,6 +812,10 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
 }
 
 void FluidNetwork::compute_rates(double now) {
+  // What the rates of the last computation did: the senders' bytes and the QPs' rate control
+  // up to now (they are moved here, not at every event between two computations).
+  settle_sent(now);
+  settle_qps(now);
   if (dirty_) rebuild();
   for (Part& p : parts_) {
     p.moving = false;
@@ -1072,7 +1082,7 @@ Time FluidNetwork::predict(const Due& d, double now) const {
   if (!d.tracer) {
     const FlowState& fl = flows_[d.id];
     if (!fl.live || !fl.sending || fl.rate <= 0) return Time::infinity();
-    const Time left = transfer_time_or_never(fl.bytes - fl.sent, fl.rate);
+    const Time left = transfer_time_or_never(fl.bytes - sent_now(fl, now), fl.rate);
     return left.is_infinite() ? left : Time::seconds(now) + left;
   }
   const RouteState& rs = routes_[d.id];
@@ -1161,7 +1171,7 @@ void FluidNetwork::plan(double now, bool full) {
 }
 
 void FluidNetwork::commit(Time now) {
-  now_ = now.in_seconds();
+  if (now.in_seconds() > now_) integrate(now);  // events of the engine since the last advance
   if (!moving_ && !added_ && ended_.empty() && !dirty_ && now_ < wake_) {
     plan(now_, false);  // nothing changed: the same rates, from now
     return;
@@ -1222,6 +1232,7 @@ bool FluidNetwork::trace(RouteState& rs, double& budget) {
 }
 
 void FluidNetwork::end_sending(FlowState& fl, double now) {
+  fl.sent = sent_now(fl, now);
   fl.sending = false;
   fl.rate = 0;
   fl.sent_at = now;
@@ -1229,7 +1240,11 @@ void FluidNetwork::end_sending(FlowState& fl, double now) {
   for (const uint32_t r : fl.routes) {
     RouteState& rs = routes_[r];
     ended_.push_back(r);
-    if (rs.sending && rs.cc && rs.qp != kNoQp && qps_[rs.qp].sending > 0) --qps_[rs.qp].sending;
+    if (rs.sending && rs.cc && rs.qp != kNoQp && qps_[rs.qp].sending > 0) {
+      // Its rate control up to now, while the route still sent.
+      if (settle_qp(qps_[rs.qp], now)) report_qp(rs.qp, now);
+      --qps_[rs.qp].sending;
+    }
     rs.sending = false;
     rs.x = 0;
     rs.tracer = 0;
@@ -1281,6 +1296,11 @@ bool FluidNetwork::integrate_losses(fabric::LinkId l, Time t, double dt) {
 
 void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   finished.clear();
+  integrate(t);
+  complete(t, finished);
+}
+
+void FluidNetwork::integrate(Time t) {
   const double to = t.in_seconds();
   const double dt = to - now_;
   if (dt > 0) {
@@ -1322,51 +1342,15 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
       }
       p.found.clear();
     }
-    const size_t slots = flows_.capacity();
-    in_parts(slots, [&](size_t part, size_t parts) {
-      for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
-        FlowState& fl = flows_[static_cast<uint32_t>(h)];
-        if (fl.live && fl.sending) fl.sent += fl.rate * dt;
-      }
-    });
     if (losses) {
-      for (uint32_t h = 0; h < slots; ++h) {
+      for (uint32_t h = 0; h < flows_.capacity(); ++h) {
         FlowState& fl = flows_[h];
-        if (fl.live && fl.lost > 0) resend(fl);
+        if (fl.live && fl.lost > 0) resend(fl, to);
       }
-    }
-    // Rate control of the QPs in use, from the marking they saw.
-    const size_t qps = in_use_.size();
-    in_parts(qps, [&](size_t part, size_t parts) {
-      for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
-        QpState& q = qps_[in_use_[i]];
-        q.cnps = 0;
-        q.moved = false;
-        if (q.sending == 0 || q.last >= to) continue;
-        const double before = q.rc;
-        if (q.p > 0) {
-          q.cnps = -std::expm1(config_.dcqcn.cnp_interval * q.rc / config_.packet *
-                               std::log1p(-std::min(q.p, 1 - 1e-12))) *
-                   (to - q.last) / config_.dcqcn.cnp_interval;
-        }
-        update_qp(q, to - q.last);
-        q.last = to;
-        q.moved = q.rc != before;
-        if (!observers_.empty() && (q.cnps > 0 || q.moved))
-          parts_[part].found.push_back(in_use_[i]);
-      }
-    });
-    for (Part& p : parts_) {
-      for (const QpId id : p.found) {
-        const QpState& q = qps_[id];
-        for (NetworkObserver* o : observers_) {
-          if (q.cnps > 0) o->on_cnp(id, t, q.cnps);
-          if (q.moved) o->on_rate(id, t, q.rc);
-        }
-      }
-      p.found.clear();
     }
     // TCP windows, from what the connections sent and lost (if any connection ever was TCP).
+    // (The senders' bytes and DCQCN's rates move at the next computation: settle_sent(),
+    // settle_qps().)
     if (tcp_) {
       for (const uint32_t r : live_routes_) {
         const RouteState& rs = routes_[r];
@@ -1390,28 +1374,100 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
     if (!draining(rs)) continue;
     double budget = std::max(dt, 0.0);
     if (trace(rs, budget)) {
-      --flows_[rs.flow].in_flight;
+      if (--flows_[rs.flow].in_flight == 0) emptied_.push_back(rs.flow);
     } else {
       draining_[kept++] = r;
     }
   }
   draining_.resize(kept);
   now_ = to;
-  // Senders that sent their last byte, and flows delivered: found on every thread, then taken
-  // in slot order on this one (a flow's end touches no other flow's state).
-  const size_t slots = flows_.capacity();
-  in_parts(slots, [&](size_t part, size_t parts) {
-    std::vector<uint32_t>& found = parts_[part].found;
-    for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
-      const FlowState& fl = flows_[static_cast<uint32_t>(h)];
-      if (!fl.live) continue;
-      if (sent_all(fl) || (!fl.sending && fl.in_flight == 0 && drained(fl)))
-        found.push_back(static_cast<uint32_t>(h));
+}
+
+void FluidNetwork::complete(Time t, std::vector<Completion>& finished) {
+  // Senders that sent their last byte, and flows delivered, in slot order (a flow's end touches
+  // no other flow's state). Only some flows can: those whose sender's end was predicted by now
+  // (rates hold between computations, and every computation predicts every sender's end up to
+  // the next step), those whose last byte got through now, and those waiting for the bytes
+  // they left in queues to drain (residue_).
+  const double to = t.in_seconds();
+  candidates_.swap(emptied_);
+  emptied_.clear();
+  candidates_.insert(candidates_.end(), residue_.begin(), residue_.end());
+  residue_.clear();
+  const int64_t ps = t.count_ps();
+  // (due_ is a heap, earliest on top: its entries due by now are a subtree at its top.)
+  heap_walk_.clear();
+  if (!due_.empty() && due_[0].ps <= ps) heap_walk_.push_back(0);
+  for (size_t i = 0; i < heap_walk_.size(); ++i) {
+    const size_t at = heap_walk_[i];
+    if (!due_[at].tracer) candidates_.push_back(due_[at].id);
+    for (const size_t child : {2 * at + 1, 2 * at + 2}) {
+      if (child < due_.size() && due_[child].ps <= ps) heap_walk_.push_back(child);
+    }
+  }
+  std::sort(candidates_.begin(), candidates_.end());
+  candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+  for (const uint32_t h : candidates_) {
+    const FlowState& fl = flows_[h];
+    if (!fl.live) continue;
+    if (sent_all(fl, to) || (!fl.sending && fl.in_flight == 0 && drained(fl)))
+      end_flow(h, to, finished);
+    if (fl.live && !fl.sending && fl.in_flight == 0) residue_.push_back(h);
+  }
+  candidates_.clear();
+}
+
+void FluidNetwork::settle_sent(double now) {
+  if (now > sent_t_) {
+    const double dt = now - sent_t_;
+    const size_t slots = flows_.capacity();
+    in_parts(slots, [&](size_t part, size_t parts) {
+      for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
+        FlowState& fl = flows_[static_cast<uint32_t>(h)];
+        if (fl.live && fl.sending) fl.sent += fl.rate * dt;
+      }
+    });
+  }
+  sent_t_ = now;
+}
+
+bool FluidNetwork::settle_qp(QpState& q, double to) const {
+  q.cnps = 0;
+  q.moved = false;
+  if (q.sending == 0 || q.last >= to) return false;
+  const double before = q.rc;
+  if (q.p > 0) {
+    q.cnps = -std::expm1(config_.dcqcn.cnp_interval * q.rc / config_.packet *
+                         std::log1p(-std::min(q.p, 1 - 1e-12))) *
+             (to - q.last) / config_.dcqcn.cnp_interval;
+  }
+  update_qp(q, to - q.last);
+  q.last = to;
+  q.moved = q.rc != before;
+  return q.cnps > 0 || q.moved;
+}
+
+void FluidNetwork::report_qp(QpId id, double now) {
+  const QpState& q = qps_[id];
+  const Time t = Time::seconds(now);
+  for (NetworkObserver* o : observers_) {
+    if (q.cnps > 0) o->on_cnp(id, t, q.cnps);
+    if (q.moved) o->on_rate(id, t, q.rc);
+  }
+}
+
+void FluidNetwork::settle_qps(double now) {
+  // Rate control of the QPs in use, from the marking they saw since the last computation.
+  const size_t qps = in_use_.size();
+  in_parts(qps, [&](size_t part, size_t parts) {
+    for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
+      if (settle_qp(qps_[in_use_[i]], now) && !observers_.empty())
+        parts_[part].found.push_back(in_use_[i]);
     }
   });
   for (Part& p : parts_) {
-    for (const uint32_t h : p.found)
-      end_flow(h, to, finished);
+    for (const QpId id : p.found)
+      report_qp(id, now);
     p.found.clear();
   }
 }
@@ -1426,7 +1482,7 @@ bool FluidNetwork::drained(const FlowState& fl) const {
 void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& finished) {
   FlowState& fl = flows_[h];
   // A sender that sent its last byte now: it starts behind what is queued at its first hop.
-  if (sent_all(fl)) end_sending(fl, to);
+  if (sent_all(fl, to)) end_sending(fl, to);
   // Its last bytes have all left the last queue, and every byte before them: delivered (the
   // engine adds the wire).
   if (fl.sending || fl.in_flight > 0 || !drained(fl)) return;

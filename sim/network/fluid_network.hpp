@@ -257,8 +257,27 @@ class FluidNetwork final : public NetworkModel {
   void set_hops(uint32_t id, std::span<const fabric::LinkId> hops, bool reduce);
   /// New route states for a flow's `routes` (appended to its list), with their QPs' state.
   void add_routes(FlowHandle h, std::span<const Route> routes, double t);
-  /// The sender of a flow that lost bytes on a link that is down sends them again.
-  void resend(FlowState& fl);
+  /// The sender of a flow that lost bytes on a link that is down sends them again (at `t`).
+  void resend(FlowState& fl, double t);
+  /// Moves the state to `t` (queues, TCP windows, last bytes on their way) without ending flows:
+  /// advance() ends them after; a start, reroute, capacity change or commit at a time the model
+  /// was not advanced to (another event of the engine) moves it there first.
+  void integrate(Time t);
+  /// The flows whose sender ends or that are delivered at `t`, in slot order (advance()).
+  void complete(Time t, std::vector<Completion>& finished);
+  /// DCQCN's state of a QP that sends, moved to `to` (with its CNPs, for the observers);
+  /// returns whether it moved or received CNPs.
+  bool settle_qp(QpState& q, double to) const;
+  /// Tells the observers what settle_qp() found for QP `id` (CNPs, a new rate) at `now`.
+  void report_qp(QpId id, double now);
+  /// Every QP in use moved to `now` (compute_rates(), before the rates change).
+  void settle_qps(double now);
+  /// Every sending flow's `sent` moved to `now` (compute_rates(), before the rates change).
+  void settle_sent(double now);
+  /// Bytes a flow's sender has sent by `t` (its rate holds since sent_t_, or it stopped).
+  double sent_now(const FlowState& fl, double t) const {
+    return fl.sending ? fl.sent + fl.rate * (t - sent_t_) : fl.sent;
+  }
   void rebuild();
   void compute_rates(double now);
   /// Runs body(part, parts) for each part of the work: one part on this thread for small work
@@ -321,9 +340,9 @@ class FluidNetwork final : public NetworkModel {
   }
   /// A flow's sender sent its last byte at `now`: its routes' last bytes start on their way.
   void end_sending(FlowState& fl, double now);
-  /// Whether a flow's sender has sent every byte but has not ended yet.
-  static bool sent_all(const FlowState& fl) {
-    return fl.sending && fl.sent >= fl.bytes * (1 - 1e-12) - 1e-6;
+  /// Whether a flow's sender has sent every byte by `t` but has not ended yet.
+  bool sent_all(const FlowState& fl, double t) const {
+    return fl.sending && sent_now(fl, t) >= fl.bytes * (1 - 1e-12) - 1e-6;
   }
   /// Whether every hop of a flow is empty.
   bool drained(const FlowState& fl) const;
@@ -400,8 +419,17 @@ class FluidNetwork final : public NetworkModel {
   Time grid_{};                          // the step after the last computation
   std::vector<Due> due_;                 // a heap, earliest first
   size_t active_flows_ = 0;
-  double now_ = 0;       // s, time of the last advance or commit
-  bool moving_ = false;  // queues, pauses or rate control in motion: step
+  double now_ = 0;  // s, the time the state was moved to (integrate())
+  // s, the time to which the senders' `sent` is counted (the last computation of rates: their
+  // rates hold since, but for senders that stopped, whose `sent` is final).
+  double sent_t_ = 0;
+  // Flows whose sender ended and whose last bytes are through, waiting for the queues they
+  // left bytes in to empty (complete() looks at them, and at the flows due, not at every flow).
+  std::vector<uint32_t> residue_;
+  std::vector<uint32_t> candidates_;  // complete()'s scratch
+  std::vector<size_t> heap_walk_;     // complete()'s scratch: due_'s entries due
+  std::vector<uint32_t> emptied_;     // flows whose last route's last byte got through now
+  bool moving_ = false;               // queues, pauses or rate control in motion: step
   Time next_event_ = Time::infinity();
   double wake_ = 1e300;  // s, the earliest end of a TCP time-out, when nothing else moves
   uint64_t steps_ = 0;

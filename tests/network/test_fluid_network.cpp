@@ -412,6 +412,34 @@ workloads:
   return r->recorder->workloads().at(0).end;
 }
 
+TEST(FluidNetwork, AFlowStartedBetweenTheModelsOwnEventsDelaysNoOther) {
+  // The engine starts flows at the times of its own events (a delivery, a timer), which need
+  // not be the model's: the model moves there first. A (64 MiB, rack 0 to rack 1) is alone on
+  // its path; at 100 us, between the model's events, B (1 MiB) starts on links A does not use.
+  // A still ends at S / C, as in max-min (it ended 100 us late while the model lost the time
+  // from its last event to B's start), and B at 100 us + 1 MiB / C.
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoRacks);
+  FluidNetwork net(f, FluidConfig{});
+  const double a_bytes = 64.0 * (1 << 20), b_bytes = 1 << 20;
+  const FlowHandle a = start(net, walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2), a_bytes, 0);
+  net.commit(Time::zero());
+  ASSERT_GT(net.next_event(), Time::us(100)) << "100 us is none of the model's times";
+  const FlowHandle b = start(net, walk(f, 1, {"leaf0"}, 0), b_bytes, 1, Time::us(100));
+  std::map<FlowHandle, Time> ends;
+  std::vector<Completion> done;
+  for (Time t = Time::us(100); !t.is_infinite(); t = net.next_event()) {
+    if (t > Time::us(100)) {
+      net.advance(t, done);
+      for (const Completion& c : done)
+        ends[c.flow] = t;
+    }
+    net.commit(t);
+  }
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_NEAR(ends.at(a).in_seconds(), a_bytes / kRate, 1e-11);
+  EXPECT_NEAR(ends.at(b).in_seconds(), 100e-6 + b_bytes / kRate, 1e-11);
+}
+
 TEST(FluidNetwork, CollectivesWithoutCongestionAgreeWithMaxMin) {
   // One non-blocking leaf: no link carries more than it can, so no queue forms and the fluid
   // model must give what max-min gives, within 2 % (issue 9); the NCCL AllReduce moves its
