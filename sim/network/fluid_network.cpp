@@ -447,6 +447,7 @@ void FluidNetwork::rebuild() {
   for (const fabric::LinkId l : touched)
     scratch_[l] = kNoIndex;
   dirty_ = false;
+  retired_hops_ = 0;
   // A computation of fewer than 8,192 route hops (a ring's few hundred) stays on one thread:
   // its dozen passes would wake the threads a dozen times for little work each (the 1,024-GPU
   // ring ran 1.25x slower on two threads than on one).
@@ -817,6 +818,7 @@ void FluidNetwork::compute_rates(double now) {
   settle_sent(now);
   settle_qps(now);
   if (dirty_) rebuild();
+  delivered_ = false;
   for (Part& p : parts_) {
     p.moving = false;
     p.rdma = false;
@@ -1172,7 +1174,7 @@ void FluidNetwork::plan(double now, bool full) {
 
 void FluidNetwork::commit(Time now) {
   if (now.in_seconds() > now_) integrate(now);  // events of the engine since the last advance
-  if (!moving_ && !added_ && ended_.empty() && !dirty_ && now_ < wake_) {
+  if (!moving_ && !added_ && ended_.empty() && !dirty_ && !delivered_ && now_ < wake_) {
     plan(now_, false);  // nothing changed: the same rates, from now
     return;
   }
@@ -1488,9 +1490,12 @@ void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& fini
   if (fl.sending || fl.in_flight > 0 || !drained(fl)) return;
   finished.push_back({h, Time::seconds(to - fl.sent_at)});
   for (const uint32_t r : fl.routes) {
-    // Retired: its hops stay in their links' ranges, empty, until the next rebuild.
+    // Retired: its hops stay in their links' ranges, empty (and its route gives them nothing to
+    // send), until the next rebuild: when a flow starts, or when the retired hops are a quarter
+    // of all. The rates are computed again at the next commit, on the same structure.
     RouteState& rs = routes_[r];
     rs.live = false;
+    retired_hops_ += rs.length;
     for (const HopRef& ref : path(rs)) {
       hops_[ref.at].a = hops_[ref.at].b = out_[ref.at] = 0;
     }
@@ -1499,7 +1504,8 @@ void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& fini
   fl.live = false;
   flows_.release(h);
   --active_flows_;
-  dirty_ = true;
+  delivered_ = true;
+  if (4 * retired_hops_ > hops_.size()) dirty_ = true;
 }
 
 void FluidNetwork::detect_deadlock() {

@@ -411,6 +411,8 @@ class FluidNetwork final : public NetworkModel {
   std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
   bool dirty_ = false;                   // routes came or went: rebuild before computing
   bool added_ = false;                   // flows started since the last computation
+  bool delivered_ = false;               // flows ended since the last computation
+  size_t retired_hops_ = 0;              // hops of routes retired since the last rebuild
   std::vector<uint32_t> ended_;          // routes whose sender finished since the last computation
   std::vector<uint32_t> draining_;       // routes whose last byte may be in a queue (draining())
   std::vector<QpId> in_use_;             // QPs of the live routes (rebuild()), in the routes' order
