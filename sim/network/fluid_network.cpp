@@ -211,6 +211,7 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
   FlowState& fl = flows_[f];
   ROCESIM_CHECK(fl.live, "rerouting a running flow");
   if (now.in_seconds() > now_) integrate(now);
+  settle_hops(now);  // (what the old hops hold now goes back to the sender)
   fl.sent_base = sent_now(fl, now_);
   dirty_ = true;
   added_ = true;  // rates are computed again at the next commit
@@ -288,6 +289,8 @@ void FluidNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time 
   ROCESIM_CHECK(bytes_per_second >= 0 && std::isfinite(bytes_per_second),
                 "link capacities must be >= 0");
   if (now.in_seconds() > now_) integrate(now);  // the time before, at the capacity it had
+  settle_hops(now);
+  eager_ = true;  // (until the next computation: what reaches a link that is down is lost)
   links_[l].cap = bytes_per_second;
   added_ = true;  // rates are computed again at the next commit
 }
@@ -812,9 +815,11 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
   return moving;
 }
 
-void FluidNetwork::compute_rates(double now) {
+void FluidNetwork::compute_rates(Time at) {
+  const double now = at.in_seconds();
   // What the rates of the last computation did: the senders' bytes and the QPs' rate control
   // up to now (they are moved here, not at every event between two computations).
+  settle_hops(at);
   settle_sent(now);
   settle_qps(now);
   if (dirty_) rebuild();
@@ -1075,6 +1080,10 @@ void FluidNetwork::compute_rates(double now) {
     in_motion = in_motion || draining(routes_[r]);
   wake_ = wake;
   moving_ = in_motion;
+  bool eager = tcp_;
+  for (const fabric::LinkId l : order_)
+    eager = eager || links_[l].drop > 0 || links_[l].cap <= 0;
+  eager_ = eager;
   grid_ = Time::seconds(grid);
   plan(now, true);
   if (moving_ && config_.pfc) detect_deadlock();
@@ -1189,20 +1198,20 @@ void FluidNetwork::commit(Time now) {
       if (!rs.live) continue;
       const std::span<const HopRef> hops = path(rs);
       for (uint32_t k = 0; k < hops.size(); ++k) {
-        Hop& hop = hops_[hops[k].at];
+        const Hop& hop = hops_[hops[k].at];
         const LinkState& s = links_[hops[k].link];
         const double kept = rs.tc == TrafficClass::Lossy ? 1 - s.drop : 1.0;
         const double a = k == 0 ? 0 : out_[hops[k - 1].at];
-        double& d = out_[hops[k].at];
-        d = std::max(0.0, d + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
-        hop.a = a;
+        const double d = std::max(
+            0.0, out_[hops[k].at] + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
+        retime(hops[k], now_, a, d);
       }
     }
     plan(now_, false);
     ended_.clear();
     return;
   }
-  compute_rates(now_);
+  compute_rates(now);
   added_ = false;
   ended_.clear();
   ++steps_;
@@ -1292,7 +1301,8 @@ bool FluidNetwork::integrate_losses(fabric::LinkId l, Time t, double dt) {
     }
     if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[i];
   }
-  s.marked = marked;
+  s.marked = marks ? marked * dt + s.mark_fix : 0;
+  s.mark_fix = 0;
   return lost_any;
 }
 
@@ -1302,54 +1312,87 @@ void FluidNetwork::advance(Time t, std::vector<Completion>& finished) {
   complete(t, finished);
 }
 
+void FluidNetwork::settle_hops(Time t) {
+  const double to = t.in_seconds();
+  const double dt = to - hops_t_;
+  if (dt <= 0) return;
+  // The queues, link by link (hops of retired routes are empty and stay so); links that drop
+  // after, in order on this thread (their losses go back to flows and QPs), and so are the
+  // ECN marks reported (with what the rates that changed since hops_t_ marked before:
+  // mark_fix). ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default tcp_ecn =
+  // 2 accepts ECN but never asks for it).
+  const auto links = static_cast<uint32_t>(order_.size());
+  in_parts(hops_.size(), [&](size_t part, size_t parts) {
+    const auto [lo, hi] = link_part(0, links, part, parts);
+    std::vector<uint32_t>& found = parts_[part].found;
+    for (uint32_t i = lo; i < hi; ++i) {
+      LinkState& s = links_[order_[i]];
+      if (s.drop > 0 || s.cap <= 0) {
+        found.push_back(order_[i]);
+        continue;
+      }
+      const bool marks = s.p > 0 && !observers_.empty();
+      double marked = 0;  // bytes/s
+      for (uint32_t j = s.begin; j < s.end; ++j) {
+        Hop& hop = hops_[j];
+        hop.b += (hop.a - out_[j]) * dt;
+        if (hop.b < kEmpty) hop.b = 0;
+        if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[j];
+      }
+      s.marked = marks ? marked * dt + s.mark_fix : 0;
+      s.mark_fix = 0;
+      if (s.marked > 0) found.push_back(order_[i]);
+    }
+  });
+  bool losses = false;
+  for (Part& p : parts_) {
+    for (const fabric::LinkId l : p.found) {
+      const LinkState& s = links_[l];
+      if ((s.drop > 0 || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
+      if (s.marked > 0) {
+        for (NetworkObserver* o : observers_)
+          o->on_ecn(l, t, s.p * s.marked / config_.packet);
+      }
+    }
+    p.found.clear();
+  }
+  if (losses) {
+    for (uint32_t h = 0; h < flows_.capacity(); ++h) {
+      FlowState& fl = flows_[h];
+      if (fl.live && fl.lost > 0) resend(fl, to);
+    }
+  }
+  hops_t_ = to;
+}
+
+double FluidNetwork::hop_bytes(uint32_t j, double t) const {
+  const double b = hops_[j].b + (hops_[j].a - out_[j]) * (t - hops_t_);
+  return b < kEmpty ? 0 : b;
+}
+
+void FluidNetwork::retime(const HopRef& ref, double t, double a, double d) {
+  // hops_[j].b holds what makes b + (a - d) (t' - hops_t_) the bytes queued at any t' until the
+  // next settle_hops(): the bytes at t, then the new rates.
+  Hop& hop = hops_[ref.at];
+  const double since = t - hops_t_;
+  if (since > 0) {
+    const double b = hop_bytes(ref.at, t);
+    if (hop.tc != TrafficClass::Lossy)
+      links_[ref.link].mark_fix += hop.w * (out_[ref.at] - d) * since;
+    hop.b = b - (a - d) * since;
+  }
+  hop.a = a;
+  out_[ref.at] = d;
+}
+
 void FluidNetwork::integrate(Time t) {
   const double to = t.in_seconds();
   const double dt = to - now_;
   if (dt > 0) {
-    // The queues, link by link (hops of retired routes are empty and stay so); links that drop
-    // after, in order on this thread (their losses go back to flows and QPs), and so are the
-    // ECN marks reported. ECN marks RDMA's packets; TCP's are not ECN-capable (Linux's default
-    // tcp_ecn = 2 accepts ECN but never asks for it).
-    const auto links = static_cast<uint32_t>(order_.size());
-    in_parts(hops_.size(), [&](size_t part, size_t parts) {
-      const auto [lo, hi] = link_part(0, links, part, parts);
-      std::vector<uint32_t>& found = parts_[part].found;
-      for (uint32_t i = lo; i < hi; ++i) {
-        LinkState& s = links_[order_[i]];
-        if (s.drop > 0 || s.cap <= 0) {
-          found.push_back(order_[i]);
-          continue;
-        }
-        const bool marks = s.p > 0 && !observers_.empty();
-        double marked = 0;  // bytes/s
-        for (uint32_t j = s.begin; j < s.end; ++j) {
-          Hop& hop = hops_[j];
-          hop.b += (hop.a - out_[j]) * dt;
-          if (hop.b < kEmpty) hop.b = 0;
-          if (marks && hop.tc != TrafficClass::Lossy) marked += hop.w * out_[j];
-        }
-        s.marked = marked;
-        if (marked > 0) found.push_back(order_[i]);
-      }
-    });
-    bool losses = false;
-    for (Part& p : parts_) {
-      for (const fabric::LinkId l : p.found) {
-        const LinkState& s = links_[l];
-        if ((s.drop > 0 || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
-        if (s.marked > 0) {
-          for (NetworkObserver* o : observers_)
-            o->on_ecn(l, t, s.p * s.marked * dt / config_.packet);
-        }
-      }
-      p.found.clear();
-    }
-    if (losses) {
-      for (uint32_t h = 0; h < flows_.capacity(); ++h) {
-        FlowState& fl = flows_[h];
-        if (fl.live && fl.lost > 0) resend(fl, to);
-      }
-    }
+    // The queues at every event while something drops or TCP runs (losses go back to the
+    // senders at once); else at the next computation (settle_hops(): the rates hold until then
+    // but where retime() changed them, and hop_bytes() gives a queue in between).
+    if (eager_) settle_hops(t);
     // TCP windows, from what the connections sent and lost (if any connection ever was TCP).
     // (The senders' bytes and DCQCN's rates move at the next computation: settle_sent(),
     // settle_qps().)
@@ -1477,7 +1520,7 @@ void FluidNetwork::settle_qps(double now) {
 bool FluidNetwork::drained(const FlowState& fl) const {
   return std::all_of(fl.routes.begin(), fl.routes.end(), [&](uint32_t r) {
     return std::all_of(path(routes_[r]).begin(), path(routes_[r]).end(),
-                       [&](const HopRef& hop) { return hops_[hop.at].b <= kEmpty; });
+                       [&](const HopRef& hop) { return hop_bytes(hop.at, now_) <= kEmpty; });
   });
 }
 
@@ -1497,7 +1540,8 @@ void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& fini
     rs.live = false;
     retired_hops_ += rs.length;
     for (const HopRef& ref : path(rs)) {
-      hops_[ref.at].a = hops_[ref.at].b = out_[ref.at] = 0;
+      retime(ref, to, 0, 0);
+      hops_[ref.at].b = 0;  // (drained: at most kEmpty)
     }
     retired_.push_back(r);
   }

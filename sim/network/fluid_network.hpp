@@ -238,10 +238,11 @@ class FluidNetwork final : public NetworkModel {
     std::array<double, kTrafficClasses> queue{};
     std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
     std::array<double, kTrafficClasses> frac{};    // share of what each class asked for
-    double ingress = 0;  // lossless bytes held by the receiver that came over this link
-    double source = 0;   // lossless bytes of routes starting here, at their sender
-    double p = 0;        // marking probability of the egress queue
-    double marked = 0;   // bytes/s marked over the last interval (for the observers)
+    double ingress = 0;   // lossless bytes held by the receiver that came over this link
+    double source = 0;    // lossless bytes of routes starting here, at their sender
+    double p = 0;         // marking probability of the egress queue
+    double marked = 0;    // bytes marked since the last settle_hops() (for the observers)
+    double mark_fix = 0;  // bytes: what rates changed by retime() marked before they changed
     double kmin = 0, kmax = 0, pmax = 0;
     bool ecn = false;
     bool queued = false;  // had bytes queued at the last computation
@@ -263,6 +264,14 @@ class FluidNetwork final : public NetworkModel {
   /// advance() ends them after; a start, reroute, capacity change or commit at a time the model
   /// was not advanced to (another event of the engine) moves it there first.
   void integrate(Time t);
+  /// Every route hop's queue moved to `t` (from hops_t_), with the ECN marks and the losses of
+  /// the interval.
+  void settle_hops(Time t);
+  /// Bytes queued at route hop `j` at `t` (its rates hold since hops_t_).
+  double hop_bytes(uint32_t j, double t) const;
+  /// A route hop's arrival and departure rates change to `a` and `d` at `t`, between two
+  /// settle_hops().
+  void retime(const HopRef& ref, double t, double a, double d);
   /// The flows whose sender ends or that are delivered at `t`, in slot order (advance()).
   void complete(Time t, std::vector<Completion>& finished);
   /// DCQCN's state of a QP that sends, moved to `to` (with its CNPs, for the observers);
@@ -279,7 +288,7 @@ class FluidNetwork final : public NetworkModel {
     return fl.sending ? fl.sent + fl.rate * (t - sent_t_) : fl.sent;
   }
   void rebuild();
-  void compute_rates(double now);
+  void compute_rates(Time at);
   /// Runs body(part, parts) for each part of the work: one part on this thread for small work
   /// or one thread, else parts_.size() parts (8 a thread) handed out to the threads as they
   /// come free. Parts write disjoint state and reduce exactly (or, min) into parts_[part], so
@@ -425,6 +434,10 @@ class FluidNetwork final : public NetworkModel {
   // s, the time to which the senders' `sent` is counted (the last computation of rates: their
   // rates hold since, but for senders that stopped, whose `sent` is final).
   double sent_t_ = 0;
+  // s, the time to which the route hops' queues are counted: a hop holds b + (a - d) (t -
+  // hops_t_) at t until the next settle_hops() (a computation, or every event while eager_).
+  double hops_t_ = 0;
+  bool eager_ = true;  // links drop or TCP runs: queues move at every event (integrate())
   // Flows whose sender ended and whose last bytes are through, waiting for the queues they
   // left bytes in to empty (complete() looks at them, and at the flows due, not at every flow).
   std::vector<uint32_t> residue_;
