@@ -261,6 +261,7 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
       // The last byte is at the back of the sender's queue again.
       rs.tracer = 0;
       rs.ahead = links_[path(rs)[0].link].queue[static_cast<size_t>(rs.tc)] + held;
+      rs.traced_to = now_;
     }
   }
   count_reduced(routes, fl.reduce, -1);
@@ -822,6 +823,7 @@ void FluidNetwork::compute_rates(Time at) {
   settle_hops(at);
   settle_sent(now);
   settle_qps(now);
+  settle_tracers(now);
   if (dirty_) rebuild();
   delivered_ = false;
   for (Part& p : parts_) {
@@ -1076,8 +1078,7 @@ void FluidNetwork::compute_rates(Time at) {
     in_motion = in_motion || p.moving;
     wake = std::min(wake, p.wake);
   }
-  for (const uint32_t r : draining_)
-    in_motion = in_motion || draining(routes_[r]);
+  in_motion = in_motion || !draining_.empty();  // (settle_tracers() kept only those)
   wake_ = wake;
   moving_ = in_motion;
   bool eager = tcp_;
@@ -1260,6 +1261,7 @@ void FluidNetwork::end_sending(FlowState& fl, double now) {
     rs.x = 0;
     rs.tracer = 0;
     rs.ahead = links_[path(rs)[0].link].queue[static_cast<size_t>(rs.tc)];
+    rs.traced_to = now;
     double budget = 0;
     if (!trace(rs, budget)) {
       ++fl.in_flight;
@@ -1412,20 +1414,50 @@ void FluidNetwork::integrate(Time t) {
       }
     }
   }
-  // Last bytes on their way (with no time passing, through the queues that are empty).
-  size_t kept = 0;
-  for (const uint32_t r : draining_) {
-    RouteState& rs = routes_[r];
-    if (!draining(rs)) continue;
-    double budget = std::max(dt, 0.0);
-    if (trace(rs, budget)) {
-      if (--flows_[rs.flow].in_flight == 0) emptied_.push_back(rs.flow);
-    } else {
-      draining_[kept++] = r;
+  // Last bytes on their way: those predicted out of their last queue by now (their positions
+  // move at the service rates of the last computation, which hold: the others move at the next
+  // one, settle_tracers()).
+  due_by(t);
+  for (const uint32_t r : due_routes_)
+    move_tracer(r, to);
+  now_ = to;
+}
+
+void FluidNetwork::due_by(Time t) {
+  // (due_ is a heap, earliest on top: its entries due by t are a subtree at its top.)
+  const int64_t ps = t.count_ps();
+  due_flows_.clear();
+  due_routes_.clear();
+  heap_walk_.clear();
+  if (!due_.empty() && due_[0].ps <= ps) heap_walk_.push_back(0);
+  for (size_t i = 0; i < heap_walk_.size(); ++i) {
+    const size_t at = heap_walk_[i];
+    (due_[at].tracer ? due_routes_ : due_flows_).push_back(due_[at].id);
+    for (const size_t child : {2 * at + 1, 2 * at + 2}) {
+      if (child < due_.size() && due_[child].ps <= ps) heap_walk_.push_back(child);
     }
   }
+  // In route order, as the list of those draining had them (a flow's count of routes in flight
+  // is what they change).
+  std::sort(due_routes_.begin(), due_routes_.end());
+  due_routes_.erase(std::unique(due_routes_.begin(), due_routes_.end()), due_routes_.end());
+}
+
+void FluidNetwork::move_tracer(uint32_t r, double to) {
+  RouteState& rs = routes_[r];
+  if (!draining(rs) || to < rs.traced_to) return;
+  double budget = to - rs.traced_to;
+  rs.traced_to = to;
+  if (trace(rs, budget) && --flows_[rs.flow].in_flight == 0) emptied_.push_back(rs.flow);
+}
+
+void FluidNetwork::settle_tracers(double now) {
+  size_t kept = 0;
+  for (const uint32_t r : draining_) {
+    move_tracer(r, now);
+    if (draining(routes_[r])) draining_[kept++] = r;
+  }
   draining_.resize(kept);
-  now_ = to;
 }
 
 void FluidNetwork::complete(Time t, std::vector<Completion>& finished) {
@@ -1439,17 +1471,7 @@ void FluidNetwork::complete(Time t, std::vector<Completion>& finished) {
   emptied_.clear();
   candidates_.insert(candidates_.end(), residue_.begin(), residue_.end());
   residue_.clear();
-  const int64_t ps = t.count_ps();
-  // (due_ is a heap, earliest on top: its entries due by now are a subtree at its top.)
-  heap_walk_.clear();
-  if (!due_.empty() && due_[0].ps <= ps) heap_walk_.push_back(0);
-  for (size_t i = 0; i < heap_walk_.size(); ++i) {
-    const size_t at = heap_walk_[i];
-    if (!due_[at].tracer) candidates_.push_back(due_[at].id);
-    for (const size_t child : {2 * at + 1, 2 * at + 2}) {
-      if (child < due_.size() && due_[child].ps <= ps) heap_walk_.push_back(child);
-    }
-  }
+  candidates_.insert(candidates_.end(), due_flows_.begin(), due_flows_.end());  // (due_by(t))
   std::sort(candidates_.begin(), candidates_.end());
   candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
   for (const uint32_t h : candidates_) {

@@ -189,6 +189,7 @@ class FluidNetwork final : public NetworkModel {
     // ahead of it; hops.size() when it has left the last queue.
     uint32_t tracer = 0;
     double ahead = 0;
+    double traced_to = 0;  // s, the time its last byte's position is for
   };
   struct FlowState {
     std::vector<uint32_t> routes;
@@ -264,6 +265,13 @@ class FluidNetwork final : public NetworkModel {
   /// advance() ends them after; a start, reroute, capacity change or commit at a time the model
   /// was not advanced to (another event of the engine) moves it there first.
   void integrate(Time t);
+  /// The flows (due_flows_) and last bytes (due_routes_, in route order) predicted due by `t`.
+  void due_by(Time t);
+  /// Route r's last byte moved to `to` at the service rates of the last computation; its flow
+  /// to emptied_ when it was the flow's last route in flight.
+  void move_tracer(uint32_t r, double to);
+  /// Every last byte on its way moved to `now`; draining_ keeps those still in a queue.
+  void settle_tracers(double now);
   /// Every route hop's queue moved to `t` (from hops_t_), with the ECN marks and the losses of
   /// the interval.
   void settle_hops(Time t);
@@ -441,10 +449,11 @@ class FluidNetwork final : public NetworkModel {
   // Flows whose sender ended and whose last bytes are through, waiting for the queues they
   // left bytes in to empty (complete() looks at them, and at the flows due, not at every flow).
   std::vector<uint32_t> residue_;
-  std::vector<uint32_t> candidates_;  // complete()'s scratch
-  std::vector<size_t> heap_walk_;     // complete()'s scratch: due_'s entries due
-  std::vector<uint32_t> emptied_;     // flows whose last route's last byte got through now
-  bool moving_ = false;               // queues, pauses or rate control in motion: step
+  std::vector<uint32_t> candidates_;              // complete()'s scratch
+  std::vector<size_t> heap_walk_;                 // due_by()'s scratch: due_'s entries due
+  std::vector<uint32_t> due_flows_, due_routes_;  // due_by()
+  std::vector<uint32_t> emptied_;  // flows whose last route's last byte got through now
+  bool moving_ = false;            // queues, pauses or rate control in motion: step
   Time next_event_ = Time::infinity();
   double wake_ = 1e300;  // s, the earliest end of a TCP time-out, when nothing else moves
   uint64_t steps_ = 0;
