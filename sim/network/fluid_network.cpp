@@ -1469,8 +1469,23 @@ void FluidNetwork::complete(Time t, std::vector<Completion>& finished) {
   const double to = t.in_seconds();
   candidates_.swap(emptied_);
   emptied_.clear();
-  candidates_.insert(candidates_.end(), residue_.begin(), residue_.end());
-  residue_.clear();
+  // Those waiting for their queues: only when they may be empty (their hops' rates hold from one
+  // computation to the next; they are not the hops whose rates retime() changes, once known).
+  size_t waiting = 0;
+  for (const uint32_t h : residue_) {
+    FlowState& fl = flows_[h];
+    if (!fl.live || fl.sending || fl.in_flight > 0) continue;
+    if (!eager_ && fl.empty_for != steps_) {
+      fl.empty_at = empty_time(fl);
+      fl.empty_for = steps_;
+    }
+    if (!eager_ && to < fl.empty_at - 1e-12) {
+      residue_[waiting++] = h;
+    } else {
+      candidates_.push_back(h);
+    }
+  }
+  residue_.resize(waiting);
   candidates_.insert(candidates_.end(), due_flows_.begin(), due_flows_.end());  // (due_by(t))
   std::sort(candidates_.begin(), candidates_.end());
   candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
@@ -1479,7 +1494,10 @@ void FluidNetwork::complete(Time t, std::vector<Completion>& finished) {
     if (!fl.live) continue;
     if (sent_all(fl, to) || (!fl.sending && fl.in_flight == 0 && drained(fl)))
       end_flow(h, to, finished);
-    if (fl.live && !fl.sending && fl.in_flight == 0) residue_.push_back(h);
+    if (fl.live && !fl.sending && fl.in_flight == 0) {
+      residue_.push_back(h);
+      flows_[h].empty_for = kNoStep;  // (its routes' last rates may be retimed at this instant)
+    }
   }
   candidates_.clear();
 }
@@ -1544,6 +1562,27 @@ bool FluidNetwork::drained(const FlowState& fl) const {
     return std::all_of(path(routes_[r]).begin(), path(routes_[r]).end(),
                        [&](const HopRef& hop) { return hop_bytes(hop.at, now_) <= kEmpty; });
   });
+}
+
+double FluidNetwork::empty_time(const FlowState& fl) const {
+  // A hop holds b + (a - d) (t - hops_t_): one that drains is empty from some time on, one that
+  // fills until some time; the flow's hops are all empty in the interval between, if any.
+  double from = -std::numeric_limits<double>::infinity();
+  double until = std::numeric_limits<double>::infinity();
+  for (const uint32_t r : fl.routes) {
+    for (const HopRef& hop : path(routes_[r])) {
+      const double b = hops_[hop.at].b;
+      const double fall = out_[hop.at] - hops_[hop.at].a;
+      if (fall > 0) {
+        from = std::max(from, hops_t_ + (b - kEmpty) / fall);
+      } else if (fall < 0) {
+        until = std::min(until, hops_t_ + (kEmpty - b) / -fall);
+      } else if (b > kEmpty) {
+        return std::numeric_limits<double>::infinity();
+      }
+    }
+  }
+  return from <= until ? from : std::numeric_limits<double>::infinity();
 }
 
 void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& finished) {

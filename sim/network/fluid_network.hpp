@@ -150,6 +150,7 @@ class FluidNetwork final : public NetworkModel {
 
  private:
   static constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
+  static constexpr uint64_t kNoStep = std::numeric_limits<uint64_t>::max();
   // A route's hop on a link. All hops live in hops_, laid out link by link in the order links
   // feed each other (rebuild()), so that the passes over links read them in sequence; a route
   // finds its own through HopRef. Hops of routes started since the last rebuild() wait at the
@@ -205,6 +206,10 @@ class FluidNetwork final : public NetworkModel {
     double lost = 0;       // bytes dropped by links that are down, to send again
     double window = 0;     // FlowSpec::window
     double sent_base = 0;  // `sent` at the last reroute
+    // In residue_: when its queues are empty at the rates of computation `empty_for`
+    // (kNoStep: not known yet).
+    double empty_at = 0;
+    uint64_t empty_for = kNoStep;
   };
   struct QpState {
     double rc = 0, rt = 0, alpha = 1;
@@ -363,6 +368,9 @@ class FluidNetwork final : public NetworkModel {
   }
   /// Whether every hop of a flow is empty.
   bool drained(const FlowState& fl) const;
+  /// When every hop of a flow will be empty at the current rates (infinity: not before they
+  /// change).
+  double empty_time(const FlowState& fl) const;
   /// At `to`: flow h's sender ends if it sent all, and the flow is delivered (to `finished`)
   /// once its last bytes are through and its hops are empty.
   void end_flow(uint32_t h, double to, std::vector<Completion>& finished);
