@@ -190,7 +190,7 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
           q.cwnd = std::min(q.cwnd, tcp.initial_window * tcp.mss);
       } else if (q.sending > 0) {
         // Sending: its rate control up to now, before a route joins it.
-        if (settle_qp(q, t)) report_qp(rs.qp, t);
+        if (settle_qp(q, t)) report_qp(rs.qp, Time::seconds(t));
       } else if (q.users == 0 && t > q.last) {
         // Idle since its last flow: what the increase timer did meanwhile, without congestion.
         update_qp(q, t - q.last);
@@ -822,12 +822,13 @@ void FluidNetwork::compute_rates(Time at) {
   // up to now (they are moved here, not at every event between two computations).
   settle_hops(at);
   settle_sent(now);
-  settle_qps(now);
+  settle_qps(at);
   settle_tracers(now);
   if (dirty_) rebuild();
   delivered_ = false;
   for (Part& p : parts_) {
     p.moving = false;
+    p.eager = false;
     p.rdma = false;
     p.wake = 1e300;
     p.min_rtt = 1e300;
@@ -1051,11 +1052,13 @@ void FluidNetwork::compute_rates(Time at) {
   const double dt = grid - now;  // what the rates are planned for
   auto serve_part = [&](size_t v, size_t part, size_t parts) {
     const auto [lo, hi] = link_part(levels_[v], levels_[v + 1], part, parts);
-    bool moving = false;
+    bool moving = false, eager = false;
     for (uint32_t i = lo; i < hi; ++i) {
       if (serve(order_[i], dt)) moving = true;
+      eager = eager || links_[order_[i]].drop > 0 || links_[order_[i]].cap <= 0;
     }
     parts_[part].moving = parts_[part].moving || moving;
+    parts_[part].eager = parts_[part].eager || eager;
   };
   const size_t levels = levels_.size() - 1;
   if (!parallel(hops_.size())) {
@@ -1070,20 +1073,20 @@ void FluidNetwork::compute_rates(Time at) {
         serve_part(v, part, parts);
     }
   }
+  bool eager = tcp_;
   for (uint32_t i = levels_.back(); i < links; ++i) {  // a routing loop's
     if (serve(order_[i], dt)) in_motion = true;
+    eager = eager || links_[order_[i]].drop > 0 || links_[order_[i]].cap <= 0;
   }
   double wake = 1e300;
   for (const Part& p : parts_) {
     in_motion = in_motion || p.moving;
+    eager = eager || p.eager;
     wake = std::min(wake, p.wake);
   }
   in_motion = in_motion || !draining_.empty();  // (settle_tracers() kept only those)
   wake_ = wake;
   moving_ = in_motion;
-  bool eager = tcp_;
-  for (const fabric::LinkId l : order_)
-    eager = eager || links_[l].drop > 0 || links_[l].cap <= 0;
   eager_ = eager;
   grid_ = Time::seconds(grid);
   plan(now, true);
@@ -1254,7 +1257,7 @@ void FluidNetwork::end_sending(FlowState& fl, double now) {
     ended_.push_back(r);
     if (rs.sending && rs.cc && rs.qp != kNoQp && qps_[rs.qp].sending > 0) {
       // Its rate control up to now, while the route still sent.
-      if (settle_qp(qps_[rs.qp], now)) report_qp(rs.qp, now);
+      if (settle_qp(qps_[rs.qp], now)) report_qp(rs.qp, Time::seconds(now));
       --qps_[rs.qp].sending;
     }
     rs.sending = false;
@@ -1318,6 +1321,12 @@ void FluidNetwork::settle_hops(Time t) {
   const double to = t.in_seconds();
   const double dt = to - hops_t_;
   if (dt <= 0) return;
+  if (!moving_ && !eager_) {
+    // Nothing was in motion: every queue empty, every hop served in full (its departures its
+    // arrivals, to the bit), nothing marked; and retime() changes rates only in motion.
+    hops_t_ = to;
+    return;
+  }
   // The queues, link by link (hops of retired routes are empty and stay so); links that drop
   // after, in order on this thread (their losses go back to flows and QPs), and so are the
   // ECN marks reported (with what the rates that changed since hops_t_ marked before:
@@ -1532,17 +1541,17 @@ bool FluidNetwork::settle_qp(QpState& q, double to) const {
   return q.cnps > 0 || q.moved;
 }
 
-void FluidNetwork::report_qp(QpId id, double now) {
+void FluidNetwork::report_qp(QpId id, Time t) {
   const QpState& q = qps_[id];
-  const Time t = Time::seconds(now);
   for (NetworkObserver* o : observers_) {
     if (q.cnps > 0) o->on_cnp(id, t, q.cnps);
     if (q.moved) o->on_rate(id, t, q.rc);
   }
 }
 
-void FluidNetwork::settle_qps(double now) {
+void FluidNetwork::settle_qps(Time t) {
   // Rate control of the QPs in use, from the marking they saw since the last computation.
+  const double now = t.in_seconds();
   const size_t qps = in_use_.size();
   in_parts(qps, [&](size_t part, size_t parts) {
     for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
@@ -1552,7 +1561,7 @@ void FluidNetwork::settle_qps(double now) {
   });
   for (Part& p : parts_) {
     for (const QpId id : p.found)
-      report_qp(id, now);
+      report_qp(id, t);
     p.found.clear();
   }
 }

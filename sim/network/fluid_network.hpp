@@ -290,10 +290,10 @@ class FluidNetwork final : public NetworkModel {
   /// DCQCN's state of a QP that sends, moved to `to` (with its CNPs, for the observers);
   /// returns whether it moved or received CNPs.
   bool settle_qp(QpState& q, double to) const;
-  /// Tells the observers what settle_qp() found for QP `id` (CNPs, a new rate) at `now`.
-  void report_qp(QpId id, double now);
-  /// Every QP in use moved to `now` (compute_rates(), before the rates change).
-  void settle_qps(double now);
+  /// Tells the observers what settle_qp() found for QP `id` (CNPs, a new rate) at `t`.
+  void report_qp(QpId id, Time t);
+  /// Every QP in use moved to `t` (compute_rates(), before the rates change).
+  void settle_qps(Time t);
   /// Every sending flow's `sent` moved to `now` (compute_rates(), before the rates change).
   void settle_sent(double now);
   /// Bytes a flow's sender has sent by `t` (its rate holds since sent_t_, or it stopped).
@@ -385,7 +385,8 @@ class FluidNetwork final : public NetworkModel {
   // What each part of a parallel pass reduces (one cache line each).
   struct alignas(64) Part {
     bool moving = false;
-    bool rdma = false;  // a route other than TCP's sends
+    bool eager = false;  // a link drops or is down
+    bool rdma = false;   // a route other than TCP's sends
     double wake = 1e300;
     double min_rtt = 1e300;  // the least base round trip of the TCP routes that send
     std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
