@@ -1178,6 +1178,9 @@ void FluidNetwork::plan(double now, bool full) {
     break;
   }
   if (moving_) next = std::min(next, std::max(grid_, Time::seconds(now) + Time::ps(1)));
+  // Flows whose last bytes got through while the state moved outside advance() (a computation
+  // moves the last bytes on their way): advance() at this instant ends them.
+  if (!emptied_.empty()) next = std::min(next, clock_);
   if (wake_ < 1e299) {
     next = std::min(next, std::max(Time::ps(static_cast<int64_t>(std::ceil(wake_ * 1e12))),
                                    Time::seconds(now) + Time::ps(1)));
@@ -1397,6 +1400,7 @@ void FluidNetwork::retime(const HopRef& ref, double t, double a, double d) {
 }
 
 void FluidNetwork::integrate(Time t) {
+  clock_ = t;
   const double to = t.in_seconds();
   const double dt = to - now_;
   if (dt > 0) {

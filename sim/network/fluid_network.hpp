@@ -448,6 +448,7 @@ class FluidNetwork final : public NetworkModel {
   std::vector<Due> due_;                 // a heap, earliest first
   size_t active_flows_ = 0;
   double now_ = 0;  // s, the time the state was moved to (integrate())
+  Time clock_{};    // the same, as the engine gave it
   // s, the time to which the senders' `sent` is counted (the last computation of rates: their
   // rates hold since, but for senders that stopped, whose `sent` is final).
   double sent_t_ = 0;
