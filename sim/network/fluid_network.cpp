@@ -818,8 +818,9 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
 
 void FluidNetwork::compute_rates(Time at) {
   const double now = at.in_seconds();
-  // What the rates of the last computation did: the senders' bytes and the QPs' rate control
-  // up to now (they are moved here, not at every event between two computations).
+  // What the rates of the last computation did up to now: the queues, the senders' bytes, the
+  // QPs' rate control and the last bytes on their way (moved here, not at every event between
+  // two computations).
   settle_hops(at);
   settle_sent(now);
   settle_qps(at);
@@ -1391,7 +1392,7 @@ void FluidNetwork::retime(const HopRef& ref, double t, double a, double d) {
   const double since = t - hops_t_;
   if (since > 0) {
     const double b = hop_bytes(ref.at, t);
-    if (hop.tc != TrafficClass::Lossy)
+    if (hop.tc != TrafficClass::Lossy && links_[ref.link].p > 0)  // (p holds until then)
       links_[ref.link].mark_fix += hop.w * (out_[ref.at] - d) * since;
     hop.b = b - (a - d) * since;
   }

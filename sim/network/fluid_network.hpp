@@ -435,17 +435,17 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_, count_;
   std::vector<double> share_on_link_;    // start(): shares per link of an in-network reduction
   std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
-  bool dirty_ = false;                   // routes came or went: rebuild before computing
-  bool added_ = false;                   // flows started since the last computation
-  bool delivered_ = false;               // flows ended since the last computation
-  size_t retired_hops_ = 0;              // hops of routes retired since the last rebuild
-  std::vector<uint32_t> ended_;          // routes whose sender finished since the last computation
-  std::vector<uint32_t> draining_;       // routes whose last byte may be in a queue (draining())
-  std::vector<QpId> in_use_;             // QPs of the live routes (rebuild()), in the routes' order
-  bool tcp_ = false;                     // a route of TCP was ever added
-  std::vector<uint32_t> retired_;        // routes done, released at the next rebuild
-  Time grid_{};                          // the step after the last computation
-  std::vector<Due> due_;                 // a heap, earliest first
+  bool dirty_ = false;       // routes came (or retired ones hold a quarter of the hops): rebuild
+  bool added_ = false;       // flows started since the last computation
+  bool delivered_ = false;   // flows ended since the last computation
+  size_t retired_hops_ = 0;  // hops of routes retired since the last rebuild
+  std::vector<uint32_t> ended_;     // routes whose sender finished since the last computation
+  std::vector<uint32_t> draining_;  // routes whose last byte may be in a queue (draining())
+  std::vector<QpId> in_use_;        // QPs of the live routes (rebuild()), in the routes' order
+  bool tcp_ = false;                // a route of TCP was ever added
+  std::vector<uint32_t> retired_;   // routes done, released at the next rebuild
+  Time grid_{};                     // the step after the last computation
+  std::vector<Due> due_;            // a heap, earliest first
   size_t active_flows_ = 0;
   double now_ = 0;  // s, the time the state was moved to (integrate())
   Time clock_{};    // the same, as the engine gave it
