@@ -818,11 +818,10 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
 
 void FluidNetwork::compute_rates(Time at) {
   const double now = at.in_seconds();
-  // What the rates of the last computation did up to now: the queues, the senders' bytes, the
-  // QPs' rate control and the last bytes on their way (moved here, not at every event between
-  // two computations).
+  // What the rates of the last computation did up to now: the queues, the QPs' rate control and
+  // the last bytes on their way (moved here, not at every event between two computations; the
+  // senders' bytes in the pass over flows below, before their rates change).
   settle_hops(at);
-  settle_sent(now);
   settle_qps(at);
   settle_tracers(now);
   if (dirty_) rebuild();
@@ -1013,13 +1012,16 @@ void FluidNetwork::compute_rates(Time at) {
       }
     }
   });
-  // Flows: a pipeline's routes move in lockstep; rate caps (on one thread with TCP, whose
-  // routes add to their QP's rate).
+  // Flows: what each sender sent since the last computation at its rate; then a pipeline's
+  // routes move in lockstep; rate caps (on one thread with TCP, whose routes add to their QP's
+  // rate).
   const size_t slots = flows_.capacity();
+  const double since = now - sent_t_;
   in_parts(tcp_ ? 0 : slots, [&](size_t part, size_t parts) {
     for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
       FlowState& fl = flows_[static_cast<uint32_t>(h)];
       if (!fl.live || !fl.sending) continue;
+      fl.sent += fl.rate * since;
       double rate = fl.cap;
       for (const uint32_t r : fl.routes)
         rate = std::min(rate, routes_[r].x / routes_[r].share);
@@ -1031,6 +1033,7 @@ void FluidNetwork::compute_rates(Time at) {
       }
     }
   });
+  sent_t_ = now;
   // The step: network.step while anything but TCP is in motion (PFC's reaction, DCQCN's
   // feedback); with TCP alone, whose windows move once per round trip, up to tcp.step and half
   // the least base round trip of the connections that send, in whole steps.
@@ -1410,7 +1413,7 @@ void FluidNetwork::integrate(Time t) {
     // but where retime() changed them, and hop_bytes() gives a queue in between).
     if (eager_) settle_hops(t);
     // TCP windows, from what the connections sent and lost (if any connection ever was TCP).
-    // (The senders' bytes and DCQCN's rates move at the next computation: settle_sent(),
+    // (The senders' bytes and DCQCN's rates move at the next computation: compute_rates(),
     // settle_qps().)
     if (tcp_) {
       for (const uint32_t r : live_routes_) {
@@ -1514,20 +1517,6 @@ void FluidNetwork::complete(Time t, std::vector<Completion>& finished) {
     }
   }
   candidates_.clear();
-}
-
-void FluidNetwork::settle_sent(double now) {
-  if (now > sent_t_) {
-    const double dt = now - sent_t_;
-    const size_t slots = flows_.capacity();
-    in_parts(slots, [&](size_t part, size_t parts) {
-      for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
-        FlowState& fl = flows_[static_cast<uint32_t>(h)];
-        if (fl.live && fl.sending) fl.sent += fl.rate * dt;
-      }
-    });
-  }
-  sent_t_ = now;
 }
 
 bool FluidNetwork::settle_qp(QpState& q, double to) const {

@@ -294,8 +294,6 @@ class FluidNetwork final : public NetworkModel {
   void report_qp(QpId id, Time t);
   /// Every QP in use moved to `t` (compute_rates(), before the rates change).
   void settle_qps(Time t);
-  /// Every sending flow's `sent` moved to `now` (compute_rates(), before the rates change).
-  void settle_sent(double now);
   /// Bytes a flow's sender has sent by `t` (its rate holds since sent_t_, or it stopped).
   double sent_now(const FlowState& fl, double t) const {
     return fl.sending ? fl.sent + fl.rate * (t - sent_t_) : fl.sent;
