@@ -752,6 +752,54 @@ TEST(FluidNetwork, AShallowBufferLosesTcpsIncastNotRdmas) {
   (void)rdma_deep;
 }
 
+TEST(FluidNetwork, QueuesMovedAtComputationsAreThoseMovedAtEveryEvent) {
+  // Between two computations the rates hold, so the model moves the queues at computations
+  // (and re-times the hops of a sender that stops), unless TCP runs or a link drops, when it
+  // moves them at every event. The two must agree: a 4:1 RDMA incast with PFC and ECN whose
+  // senders stop at different times within steps (4, 8, 12 and 16 MiB) with bytes still queued
+  // at the leaf, run alone and beside a TCP flow on links it does not use (which makes the
+  // model move the queues at every event): the same ends, ECN marks and pauses, up to rounding.
+  // (DCQCN off and 6 MB of leaf buffer: the queue stays at PFC's fixed point, 4 alpha B / (1 +
+  // 4 alpha) = 2 MB, past the 1.6 MB where marking starts.) Fails if a re-timed hop loses what
+  // its queue held.
+  const fabric::Fabric f = one_leaf(6, "800Gbps", "6MB");
+  struct Seen {
+    std::vector<double> ends;
+    double marks = 0;
+    uint64_t pauses = 0;
+  };
+  auto run_incast = [&](bool tcp) {
+    FluidConfig c;
+    c.dcqcn.enabled = false;
+    FluidNetwork net(f, c);
+    metrics::CongestionRecorder seen(f);
+    net.add_observer(&seen);
+    std::vector<FlowHandle> rdma;
+    for (uint32_t i = 0; i < 4; ++i)
+      rdma.push_back(start(net, walk(f, i, {"leaf0"}, 4), (i + 1) * 4.0 * (1 << 20), i));
+    if (tcp) start_tcp(net, walk(f, 5, {"leaf0"}, 0), 64.0 * (1 << 20), 5);
+    const auto ends = run(net);
+    Seen out;
+    Time last{};
+    for (const FlowHandle h : rdma) {
+      out.ends.push_back(ends.at(h).in_seconds());
+      last = std::max(last, ends.at(h));
+    }
+    seen.finalize(last);
+    out.marks = seen.links()[link(f, f.find("leaf0"), f.nic_of_gpu(f.gpu(4)))].ecn_marks;
+    for (uint32_t i = 0; i < 4; ++i)
+      out.pauses += seen.links()[link(f, f.nic_of_gpu(f.gpu(i)), f.find("leaf0"))].pauses;
+    return out;
+  };
+  const Seen lazy = run_incast(false), eager = run_incast(true);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(lazy.ends[i], eager.ends[i], 1e-9 * eager.ends[i]) << "flow " << i;
+  EXPECT_GT(lazy.marks, 0.0) << "the incast is marked";
+  EXPECT_GT(lazy.pauses, 0u) << "and paused";
+  EXPECT_NEAR(lazy.marks, eager.marks, 1e-9 * eager.marks);
+  EXPECT_EQ(lazy.pauses, eager.pauses);
+}
+
 TEST(FluidNetwork, EveryFlowOfATcpPermutationIsDelivered) {
   // The reference permutation of 128 hosts over TCP (bench/run-benchmarks --only tcp): a last
   // byte that gets through at a computation of rates (which moves the last bytes on their way)
