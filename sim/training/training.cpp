@@ -648,6 +648,13 @@ Plan::Communicators communicators(const TrainingSetup& s, Family fam, size_t n) 
 
 namespace {
 
+/// A key of the DeepSpeed configuration's zero_optimization section, where the file writes it;
+/// nullptr when it does not.
+const ConfigNode* zero_setting(const ConfigNode& deepspeed, std::string_view key) {
+  const ConfigNode* z = deepspeed.find("zero_optimization");
+  return z != nullptr && z->is_map() ? z->find(key) : nullptr;
+}
+
 /// A training workload's setup on `gpus` (its ranks, in rank order).
 TrainingSetup read_training_setup(const engine::WorkloadInput& in, const TrainingSources& src,
                                   std::span<const fabric::NodeId> gpus) {
@@ -702,12 +709,9 @@ TrainingSetup read_training_setup(const engine::WorkloadInput& in, const Trainin
   const int hpz = s.ds.zero.hpz_partition_size;
   if (s.dp % hpz != 0) {
     // At the value in the DeepSpeed file (the file's first line when it is not written).
-    SourceLocation at = src.deepspeed.where();
-    if (const ConfigNode* z = src.deepspeed.find("zero_optimization");
-        z != nullptr && z->is_map()) {
-      if (const ConfigNode* v = z->find("zero_hpz_partition_size"); v != nullptr) at = v->where();
-    }
-    throw InputError(at, "zero_optimization.zero_hpz_partition_size",
+    const ConfigNode* v = zero_setting(src.deepspeed, "zero_hpz_partition_size");
+    throw InputError(v != nullptr ? v->where() : src.deepspeed.where(),
+                     "zero_optimization.zero_hpz_partition_size",
                      fmt::format("a divisor of the data-parallel ranks ({})", s.dp),
                      std::to_string(hpz));
   }
@@ -975,9 +979,7 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
                                             std::ceil(sp.expert / s.ds.zero.allgather_bucket));
       }
     }
-    const ConfigNode* z = src.deepspeed.find("zero_optimization");
-    const ConfigNode* bucket =
-        z != nullptr && z->is_map() ? z->find("allgather_bucket_size") : nullptr;
+    const ConfigNode* bucket = zero_setting(src.deepspeed, "allgather_bucket_size");
     if (bucket != nullptr && 2 * gathers > instructions) {
       throw InputError(
           bucket->where(), "zero_optimization.allgather_bucket_size",
