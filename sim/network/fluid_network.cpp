@@ -1192,6 +1192,21 @@ void FluidNetwork::plan(double now, bool full) {
   next_event_ = next;
 }
 
+bool FluidNetwork::ended_alone() const {
+  // Each sender that stopped was the only route its QP sent on, and the only one sending from
+  // its port, at the last computation: no one else's share of the port or of the QP moves.
+  for (const uint32_t r : ended_) {
+    const RouteState& rs = routes_[r];
+    if (rs.qp != kNoQp && qps_[rs.qp].users > 1) return false;
+    const LinkState& port = links_[path(rs)[rs.sched].link];
+    for (uint32_t j = port.begin; j < port.end; ++j) {
+      const Hop& hop = hops_[j];
+      if (hop.sched && hop.route != r && routes_[hop.route].sending) return false;
+    }
+  }
+  return true;
+}
+
 void FluidNetwork::commit(Time now) {
   if (now.in_seconds() > now_) integrate(now);  // events of the engine since the last advance
   if (!moving_ && !added_ && ended_.empty() && !dirty_ && !delivered_ && now_ < wake_) {
@@ -1218,6 +1233,27 @@ void FluidNetwork::commit(Time now) {
         retime(hops[k], now_, a, d);
       }
     }
+    plan(now_, false);
+    ended_.clear();
+    return;
+  }
+  if (!moving_ && !eager_ && !tcp_ && !added_ && ended_alone()) {
+    // At rest (every queue empty, every link serving all it is asked), senders that stopped
+    // alone on their ports and QPs free capacity that no other sender was denied: every other
+    // rate stays. Their hops are served again without them, as a computation would serve them;
+    // the rest holds (a delivered flow's empty hops, too, until the next computation).
+    for (const uint32_t r : ended_) {
+      RouteState& rs = routes_[r];
+      rs.demand = 0;
+      if (rs.qp != kNoQp) {
+        QpState& q = qps_[rs.qp];
+        q.users = q.sending = 0;
+        q.p = q.x = 0;
+      }
+      for (const HopRef& hop : path(rs))
+        serve(hop.link, config_.step);  // (no queue: what a hop sends does not depend on dt)
+    }
+    delivered_ = false;
     plan(now_, false);
     ended_.clear();
     return;

@@ -321,6 +321,9 @@ class FluidNetwork final : public NetworkModel {
   /// One link's service over the interval `dt` (its classes, drops, the hops' departures);
   /// true when a class is not served in full or drops (in motion).
   bool serve(fabric::LinkId l, double dt);
+  /// True when every route of ended_ sent alone on its port and its QP at the last computation
+  /// (commit()).
+  bool ended_alone() const;
   /// A link's queues over `dt` when it drops (a full lossy queue, or down): the bytes lost go
   /// back to their senders (true when there were some).
   bool integrate_losses(fabric::LinkId l, Time t, double dt);

@@ -440,6 +440,38 @@ TEST(FluidNetwork, AFlowStartedBetweenTheModelsOwnEventsDelaysNoOther) {
   EXPECT_NEAR(ends.at(b).in_seconds(), 100e-6 + b_bytes / kRate, 1e-11);
 }
 
+TEST(FluidNetwork, ASenderThatStopsAloneMovesNoOtherRateAndOneThatSharesItsPortDoes) {
+  // At rest (no queue anywhere), a sender that stops alone on its NIC port and QP frees nothing
+  // another sender was denied: the rates stay without a computation. One that shared its port
+  // leaves the whole port to the other.
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoRacks);
+  const double a = 1 << 20, b = 4 << 20;
+  {
+    // A (GPU 0 -> 1) and B (GPU 2 -> 3) on their own ports and links: A / C and B / C, and
+    // only the computation at the start.
+    FluidNetwork net(f, FluidConfig{});
+    const FlowHandle x = start(net, walk(f, 0, {"leaf0"}, 1), a, 0);
+    const FlowHandle y = start(net, walk(f, 2, {"leaf1"}, 3), b, 1);
+    const auto ends = run(net);
+    ASSERT_EQ(ends.size(), 2u);
+    EXPECT_NEAR(ends.at(x).in_seconds(), a / kRate, 1e-11);
+    EXPECT_NEAR(ends.at(y).in_seconds(), b / kRate, 1e-11);
+    EXPECT_EQ(net.steps(), 1u) << "the ends at rest took no computation";
+  }
+  {
+    // Both from GPU 0 (to GPUs 1 and 2): C / 2 each until A ends at 2 a / C, then B alone at C:
+    // B ends at 2 a / C + (b - a) / C = (a + b) / C. A's end is computed (its port had B).
+    FluidNetwork net(f, FluidConfig{});
+    const FlowHandle x = start(net, walk(f, 0, {"leaf0"}, 1), a, 0);
+    const FlowHandle y = start(net, walk(f, 0, {"leaf0", "spine0", "leaf1"}, 2), b, 1);
+    const auto ends = run(net);
+    ASSERT_EQ(ends.size(), 2u);
+    EXPECT_NEAR(ends.at(x).in_seconds(), 2 * a / kRate, 1e-11);
+    EXPECT_NEAR(ends.at(y).in_seconds(), (a + b) / kRate, 1e-11);
+    EXPECT_EQ(net.steps(), 2u) << "the start, and A's end beside B on its port";
+  }
+}
+
 TEST(FluidNetwork, CollectivesWithoutCongestionAgreeWithMaxMin) {
   // One non-blocking leaf: no link carries more than it can, so no queue forms and the fluid
   // model must give what max-min gives, within 2 % (issue 9); the NCCL AllReduce moves its
