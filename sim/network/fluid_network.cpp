@@ -101,7 +101,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.sent_base = 0;
   ++active_flows_;
   add_routes(h, spec.routes, t);
-  dirty_ = true;
+  if (dirty_ || !append(h)) dirty_ = true;
   added_ = true;
   return h;
 }
@@ -309,8 +309,63 @@ double FluidNetwork::queue(fabric::LinkId l) const {
 // ---------------------------------------------------------------------------------------------
 // Structure: which route hops sit on which link, and the order links feed each other
 
+bool FluidNetwork::append(FlowHandle h) {
+  // A flow of one route whose links hold no live hop (they are not laid out, or hold only the
+  // empty hops of routes delivered since), in the order the layout serves them, with those not
+  // laid out at the end: each link's range becomes the route's hop, which set_hops() put at the
+  // end of hops_, and the links not laid out follow the last. What a computation gives is what
+  // it gives after rebuild(): a link's hops are the same, and each link is served after those
+  // that feed it. Below the size where threads share the work, so that the layout does not
+  // depend on their number (sums over a node's links follow it).
+  const FlowState& fl = flows_[h];
+  if (fl.routes.size() != 1 || hops_.size() >= kGroupFrom || levels_.empty()) return false;
+  const uint32_t r = fl.routes.front();
+  RouteState& rs = routes_[r];
+  const std::span<const HopRef> hops = path(rs);
+  uint32_t last = kNoIndex;  // the position of the last link met that is laid out
+  bool fresh = false;        // a link met so far is not laid out
+  for (const HopRef& ref : hops) {
+    const LinkState& s = links_[ref.link];
+    if (s.pos == kNoIndex) {
+      fresh = true;
+      continue;
+    }
+    if (fresh || (last != kNoIndex && s.pos <= last)) return false;
+    last = s.pos;
+    for (uint32_t j = s.begin; j < s.end; ++j) {
+      if (routes_[hops_[j].route].live) return false;
+    }
+  }
+  for (uint32_t k = 0; k < hops.size(); ++k) {
+    const HopRef& ref = hops[k];
+    LinkState& s = links_[ref.link];
+    Hop& hop = hops_[ref.at];
+    hop.prev = k == 0 ? kNoIndex : hops[k - 1].at;
+    hop.prev_link = k == 0 ? fabric::LinkId{} : hops[k - 1].link;
+    hop.tc = rs.tc;
+    hop.sched = k == rs.sched;
+    s.begin = ref.at;
+    s.end = ref.at + 1;
+    if (s.pos == kNoIndex) {
+      s.pos = static_cast<uint32_t>(order_.size());
+      order_.push_back(ref.link);
+    }
+    if (hop.sched && !s.senders) sender_links_.push_back(ref.link);
+    s.senders = s.senders || hop.sched;
+  }
+  live_routes_.push_back(r);
+  if (rs.qp != kNoQp && !qps_[rs.qp].listed) {
+    qps_[rs.qp].listed = true;
+    qps_[rs.qp].use = static_cast<uint32_t>(in_use_.size());
+    in_use_.push_back(rs.qp);
+  }
+  return true;
+}
+
 void FluidNetwork::rebuild() {
+  ++layouts_;
   for (const fabric::LinkId l : order_) {
+    links_[l].pos = kNoIndex;
     links_[l].begin = links_[l].end = 0;
     links_[l].senders = false;
     links_[l].served.fill(0);  // set again below for the links still in use
@@ -455,7 +510,9 @@ void FluidNetwork::rebuild() {
   // A computation of fewer than 8,192 route hops (a ring's few hundred) stays on one thread:
   // its dozen passes would wake the threads a dozen times for little work each (the 1,024-GPU
   // ring ran 1.25x slower on two threads than on one).
-  grouped_ = threads_ > 1 && total >= 8192;
+  for (uint32_t i = 0; i < order_.size(); ++i)
+    links_[order_[i]].pos = i;
+  grouped_ = threads_ > 1 && total >= kGroupFrom;
   if (grouped_) group();
 }
 

@@ -147,6 +147,8 @@ class FluidNetwork final : public NetworkModel {
   double qp_rate(QpId q) const { return q < qps_.size() ? qps_[q].rc : 0; }
   /// Computations of every rate so far (a diagnostic of the model's cost).
   uint64_t steps() const { return steps_; }
+  /// Times the route hops were laid out again (rebuild()), for tests.
+  uint64_t layouts() const { return layouts_; }
 
  private:
   static constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
@@ -238,6 +240,7 @@ class FluidNetwork final : public NetworkModel {
     double cap = 0;
     double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
     uint32_t begin = 0, end = 0;  // its route hops in hops_, rebuilt when routes come and go
+    uint32_t pos = kNoIndex;      // its position in order_, or none
     bool senders = false;         // some of them are scheduled here (a sender's port)
     bool paused = false;          // the receiver paused this link (lossless)
     bool source_paused = false;   // the senders' own send queue is full
@@ -299,6 +302,9 @@ class FluidNetwork final : public NetworkModel {
     return fl.sending ? fl.sent + fl.rate * (t - sent_t_) : fl.sent;
   }
   void rebuild();
+  /// Lays out the hops of flow h's single route at the end of the layout, without rebuild(),
+  /// where that keeps the order in which links feed each other; false where it cannot.
+  bool append(FlowHandle h);
   void compute_rates(Time at);
   /// Runs body(part, parts) for each part of the work: one part on this thread for small work
   /// or one thread, else parts_.size() parts (8 a thread) handed out to the threads as they
@@ -421,6 +427,8 @@ class FluidNetwork final : public NetworkModel {
   // The live routes of each QP of in_use_: qp_routes_[qp_begin_[i], qp_begin_[i + 1]).
   std::vector<uint32_t> qp_begin_, qp_routes_;
   bool grouped_ = false;  // threads will work: nodes_ and qp_begin_ are made (rebuild())
+  /// Route hops from which a computation is split between threads, when there are several.
+  static constexpr size_t kGroupFrom = 8192;
   std::vector<Hop> hops_;
   // The routes' hops, each route's in a row (live routes in slot order after rebuild(); those
   // set since at the end).
@@ -468,6 +476,7 @@ class FluidNetwork final : public NetworkModel {
   Time next_event_ = Time::infinity();
   double wake_ = 1e300;  // s, the earliest end of a TCP time-out, when nothing else moves
   uint64_t steps_ = 0;
+  uint64_t layouts_ = 0;
 };
 
 /// The `network` section when `model: fluid`.

@@ -472,6 +472,49 @@ TEST(FluidNetwork, ASenderThatStopsAloneMovesNoOtherRateAndOneThatSharesItsPortD
   }
 }
 
+TEST(FluidNetwork, AFlowOnLinksThatHoldNoLiveRouteNeedsNoNewLayout) {
+  // A ring's next step goes over the links of its last, which hold only the empty hops of the
+  // delivered flow: the new route takes them over where they lie. A flow onto a port that a
+  // live route uses is laid out again with it. Three long flows on other links keep the empty
+  // hops under a quarter of all (else they are cleared out with a new layout). A ends at a / C;
+  // B, started at t1 = A's end on A's links, and C beside it on the same links share them: both
+  // end at t1 + 2 b / C.
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoRacks);
+  FluidNetwork net(f, FluidConfig{});
+  const double a = 1 << 20, b = 2 << 20, d = 64 << 20;
+  for (const auto& [from, via, to] : {std::tuple{2, "leaf1", 3}, {3, "leaf1", 2}, {1, "leaf0", 0}})
+    start(net, walk(f, from, {via}, to), d, static_cast<QpId>(10 + from));
+  const std::vector<fabric::LinkId> near = walk(f, 0, {"leaf0"}, 1);
+  const FlowHandle x = start(net, near, a, 0);
+  std::map<FlowHandle, Time> ends;
+  std::vector<Completion> done;
+  auto until_ended = [&](Time from, FlowHandle h) {
+    for (Time t = from; !t.is_infinite() && !ends.contains(h); t = net.next_event()) {
+      if (t > from) {
+        net.advance(t, done);
+        for (const Completion& c : done)
+          ends[c.flow] = t;
+      }
+      net.commit(t);
+    }
+  };
+  until_ended(Time::zero(), x);
+  ASSERT_TRUE(ends.contains(x));
+  const Time t1 = ends.at(x);
+  EXPECT_NEAR(t1.in_seconds(), a / kRate, 1e-11);
+  EXPECT_EQ(net.layouts(), 1u);
+  const FlowHandle y = start(net, near, b, 0, t1);
+  net.commit(t1);
+  EXPECT_EQ(net.layouts(), 1u) << "B took over A's hops";
+  const FlowHandle z = start(net, near, b, 1, t1);
+  net.commit(t1);
+  EXPECT_EQ(net.layouts(), 2u) << "C joined B's port: laid out again";
+  until_ended(t1, z);
+  ASSERT_TRUE(ends.contains(y) && ends.contains(z));
+  EXPECT_NEAR(ends.at(y).in_seconds(), t1.in_seconds() + 2 * b / kRate, 1e-11);
+  EXPECT_NEAR(ends.at(z).in_seconds(), t1.in_seconds() + 2 * b / kRate, 1e-11);
+}
+
 TEST(FluidNetwork, CollectivesWithoutCongestionAgreeWithMaxMin) {
   // One non-blocking leaf: no link carries more than it can, so no queue forms and the fluid
   // model must give what max-min gives, within 2 % (issue 9); the NCCL AllReduce moves its
