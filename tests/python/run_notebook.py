@@ -23,7 +23,9 @@ if stale:
     print(f"{path}: cells {stale} hold outputs; clear them before committing "
           "(jupyter nbconvert --clear-output --inplace)", file=sys.stderr)
     sys.exit(1)
-client = NotebookClient(nb, timeout=600, kernel_name="python3",
+# The kernel's start-up gets 300 s instead of nbclient's 60: under a full parallel test run on
+# two cores, a kernel once took longer than 60 s to answer and the notebook failed unrun.
+client = NotebookClient(nb, timeout=600, startup_timeout=300, kernel_name="python3",
                         resources={"metadata": {"path": os.path.dirname(path)}})
 try:
     client.execute()
