@@ -99,6 +99,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.lost = 0;
   fl.window = spec.window;
   fl.sent_base = 0;
+  fl.sent_t = t;
   ++active_flows_;
   add_routes(h, spec.routes, t);
   if (dirty_ || !append(h)) dirty_ = true;
@@ -198,6 +199,7 @@ void FluidNetwork::add_routes(FlowHandle h, std::span<const Route> routes, doubl
       q.last = t;
     }
     fl.routes.push_back(id);
+    new_routes_.push_back(id);
   }
   count_reduced(routes, fl.reduce, -1);
 }
@@ -215,6 +217,7 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
   fl.sent_base = sent_now(fl, now_);
   dirty_ = true;
   added_ = true;  // rates are computed again at the next commit
+  only_starts_ = false;
   if (routes.size() != fl.routes.size()) {
     // Another number of paths (a sprayed QP after a failure): the old routes retire, and what
     // they still held counts as not sent, for the new routes to send again; the flow's
@@ -273,6 +276,7 @@ void FluidNetwork::resend(FlowState& fl, double t) {
   fl.sent += std::max(0.0, sent - fl.lost) - sent;
   fl.lost = 0;
   added_ = true;  // the sender's rate may change: compute again at the next commit
+  only_starts_ = false;
   if (fl.sending) return;
   // It had sent its last byte: it sends again, and its last bytes are not on their way yet.
   fl.sending = true;
@@ -294,6 +298,7 @@ void FluidNetwork::set_capacity(fabric::LinkId l, double bytes_per_second, Time 
   eager_ = true;  // (until the next computation: what reaches a link that is down is lost)
   links_[l].cap = bytes_per_second;
   added_ = true;  // rates are computed again at the next commit
+  only_starts_ = false;
 }
 
 double FluidNetwork::link_load(fabric::LinkId l) const {
@@ -883,6 +888,8 @@ void FluidNetwork::compute_rates(Time at) {
   settle_tracers(now);
   if (dirty_) rebuild();
   delivered_ = false;
+  new_routes_.clear();
+  only_starts_ = true;
   for (Part& p : parts_) {
     p.moving = false;
     p.eager = false;
@@ -1073,12 +1080,12 @@ void FluidNetwork::compute_rates(Time at) {
   // routes move in lockstep; rate caps (on one thread with TCP, whose routes add to their QP's
   // rate).
   const size_t slots = flows_.capacity();
-  const double since = now - sent_t_;
   in_parts(tcp_ ? 0 : slots, [&](size_t part, size_t parts) {
     for (size_t h = slots * part / parts; h < slots * (part + 1) / parts; ++h) {
       FlowState& fl = flows_[static_cast<uint32_t>(h)];
       if (!fl.live || !fl.sending) continue;
-      fl.sent += fl.rate * since;
+      fl.sent += fl.rate * (now - fl.sent_t);
+      fl.sent_t = now;
       double rate = fl.cap;
       for (const uint32_t r : fl.routes)
         rate = std::min(rate, routes_[r].x / routes_[r].share);
@@ -1090,7 +1097,6 @@ void FluidNetwork::compute_rates(Time at) {
       }
     }
   });
-  sent_t_ = now;
   // The step: network.step while anything but TCP is in motion (PFC's reaction, DCQCN's
   // feedback); with TCP alone, whose windows move once per round trip, up to tcp.step and half
   // the least base round trip of the connections that send, in whole steps.
@@ -1221,6 +1227,8 @@ void FluidNetwork::plan(double now, bool full) {
   } else {
     for (const uint32_t r : ended_)
       push(r, true);
+    for (const uint32_t r : new_routes_)  // (started at rest: start_at_rest())
+      push(routes_[r].flow, false);
   }
   Time next = Time::infinity();
   while (!due_.empty()) {
@@ -1264,6 +1272,49 @@ bool FluidNetwork::ended_alone() const {
   return true;
 }
 
+bool FluidNetwork::start_at_rest(double now) {
+  // What compute_rates() gives a sender alone on its port and QP, with nothing in motion: its
+  // QP's rate (DCQCN at line rate) or its line, all of it at its port, its flow's cap; no queue.
+  for (const uint32_t r : new_routes_) {
+    const RouteState& rs = routes_[r];
+    const FlowState& fl = flows_[rs.flow];
+    if (fl.routes.size() != 1) return false;
+    if (rs.qp != kNoQp) {
+      const QpState& q = qps_[rs.qp];
+      if (q.users > 0 || (rs.cc && (q.rc < q.line || q.rt < q.line))) return false;
+    }
+    const LinkState& port = links_[path(rs)[rs.sched].link];
+    for (uint32_t j = port.begin; j < port.end; ++j) {
+      const Hop& hop = hops_[j];
+      if (hop.sched && hop.route != r && routes_[hop.route].sending) return false;
+    }
+  }
+  for (const uint32_t r : new_routes_) {
+    RouteState& rs = routes_[r];
+    FlowState& fl = flows_[rs.flow];
+    double want = rs.line;
+    if (rs.qp != kNoQp) {
+      QpState& q = qps_[rs.qp];
+      if (q.users > 0) return false;  // a second new route of the QP
+      q.users = 1;
+      q.sending = rs.cc ? 1 : 0;
+      q.p = q.x = 0;
+      if (rs.cc) want = q.rc;
+    }
+    rs.demand = want;
+    const double cap = links_[path(rs)[rs.sched].link].cap;
+    const double x = want <= cap ? want : std::max(0.0, cap);
+    fl.rate = std::min(fl.cap, x / rs.share);
+    fl.sent = 0;
+    fl.sent_t = now;
+    rs.x = fl.rate * rs.share;
+    for (const HopRef& hop : path(rs)) {
+      if (serve(hop.link, config_.step)) return false;  // it would queue: compute
+    }
+  }
+  return true;
+}
+
 void FluidNetwork::commit(Time now) {
   if (now.in_seconds() > now_) integrate(now);  // events of the engine since the last advance
   if (!moving_ && !added_ && ended_.empty() && !dirty_ && !delivered_ && now_ < wake_) {
@@ -1294,11 +1345,13 @@ void FluidNetwork::commit(Time now) {
     ended_.clear();
     return;
   }
-  if (!moving_ && !eager_ && !tcp_ && !added_ && ended_alone()) {
+  if (!moving_ && !eager_ && !tcp_ && (!added_ || (only_starts_ && !dirty_)) && ended_alone()) {
     // At rest (every queue empty, every link serving all it is asked), senders that stopped
     // alone on their ports and QPs free capacity that no other sender was denied: every other
     // rate stays. Their hops are served again without them, as a computation would serve them;
-    // the rest holds (a delivered flow's empty hops, too, until the next computation).
+    // the rest holds (a delivered flow's empty hops, too, until the next computation). Senders
+    // that start alone on their ports and QPs take their line rates where every link on their
+    // way can carry them (start_at_rest()); else the rates are computed.
     for (const uint32_t r : ended_) {
       RouteState& rs = routes_[r];
       rs.demand = 0;
@@ -1310,10 +1363,14 @@ void FluidNetwork::commit(Time now) {
       for (const HopRef& hop : path(rs))
         serve(hop.link, config_.step);  // (no queue: what a hop sends does not depend on dt)
     }
-    delivered_ = false;
-    plan(now_, false);
     ended_.clear();
-    return;
+    if (start_at_rest(now_)) {
+      delivered_ = false;
+      added_ = false;
+      plan(now_, false);
+      new_routes_.clear();
+      return;
+    }
   }
   compute_rates(now);
   added_ = false;

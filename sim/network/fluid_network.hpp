@@ -208,6 +208,7 @@ class FluidNetwork final : public NetworkModel {
     double lost = 0;       // bytes dropped by links that are down, to send again
     double window = 0;     // FlowSpec::window
     double sent_base = 0;  // `sent` at the last reroute
+    double sent_t = 0;     // s: `sent` is what it sent by then (its rate holds since)
     // In residue_: when its queues are empty at the rates of computation `empty_for`
     // (kNoStep: not known yet).
     double empty_at = 0;
@@ -297,9 +298,9 @@ class FluidNetwork final : public NetworkModel {
   void report_qp(QpId id, Time t);
   /// Every QP in use moved to `t` (compute_rates(), before the rates change).
   void settle_qps(Time t);
-  /// Bytes a flow's sender has sent by `t` (its rate holds since sent_t_, or it stopped).
+  /// Bytes a flow's sender has sent by `t` (its rate holds since fl.sent_t, or it stopped).
   double sent_now(const FlowState& fl, double t) const {
-    return fl.sending ? fl.sent + fl.rate * (t - sent_t_) : fl.sent;
+    return fl.sending ? fl.sent + fl.rate * (t - fl.sent_t) : fl.sent;
   }
   void rebuild();
   /// Lays out the hops of flow h's single route at the end of the layout, without rebuild(),
@@ -330,6 +331,10 @@ class FluidNetwork final : public NetworkModel {
   /// True when every route of ended_ sent alone on its port and its QP at the last computation
   /// (commit()).
   bool ended_alone() const;
+  /// At rest, the routes of new_routes_ (each its flow's only route, laid out by append()) take
+  /// their rates alone on their ports and QPs, and their links are served again with them; false
+  /// where one is not alone or a link cannot carry it (a computation must run).
+  bool start_at_rest(double now);
   /// A link's queues over `dt` when it drops (a full lossy queue, or down): the bytes lost go
   /// back to their senders (true when there were some).
   bool integrate_losses(fabric::LinkId l, Time t, double dt);
@@ -448,7 +453,9 @@ class FluidNetwork final : public NetworkModel {
   bool added_ = false;       // flows started since the last computation
   bool delivered_ = false;   // flows ended since the last computation
   size_t retired_hops_ = 0;  // hops of routes retired since the last rebuild
-  std::vector<uint32_t> ended_;     // routes whose sender finished since the last computation
+  std::vector<uint32_t> ended_;       // routes whose sender finished since the last computation
+  std::vector<uint32_t> new_routes_;  // routes added since the last computation
+  bool only_starts_ = true;  // nothing but flows that started changed since (no reroute, ...)
   std::vector<uint32_t> draining_;  // routes whose last byte may be in a queue (draining())
   std::vector<QpId> in_use_;        // QPs of the live routes (rebuild()), in the routes' order
   bool tcp_ = false;                // a route of TCP was ever added
@@ -460,7 +467,6 @@ class FluidNetwork final : public NetworkModel {
   Time clock_{};    // the same, as the engine gave it
   // s, the time to which the senders' `sent` is counted (the last computation of rates: their
   // rates hold since, but for senders that stopped, whose `sent` is final).
-  double sent_t_ = 0;
   // s, the time to which the route hops' queues are counted: a hop holds b + (a - d) (t -
   // hops_t_) at t until the next settle_hops() (a computation, or every event while eager_).
   double hops_t_ = 0;

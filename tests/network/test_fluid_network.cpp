@@ -113,6 +113,32 @@ FluidConfig pfc_only() {
   return c;
 }
 
+/// Three 64 MiB flows on other links of kTwoRacks (GPU 2 <-> 3, GPU 1 -> 0), QPs 11-13: with
+/// them, the empty hops of a short flow between GPUs 0 and 1 stay under a quarter of all hops.
+void start_beside(NetworkModel& net, const fabric::Fabric& f) {
+  for (const auto& [from, via, to] : {std::tuple{2, "leaf1", 3}, {3, "leaf1", 2}, {1, "leaf0", 0}})
+    start(net, walk(f, from, {via}, to), 64 << 20, static_cast<QpId>(10 + from));
+}
+
+/// Drives a model as the engine does, from an instant on: advance to each next event, commit.
+struct Instants {
+  explicit Instants(NetworkModel& model) : net(model) {}
+  /// From `from` (committed there) until flow h has ended.
+  void until_ended(Time from, FlowHandle h) {
+    for (Time t = from; !t.is_infinite() && !ends.contains(h); t = net.next_event()) {
+      if (t > from) {
+        net.advance(t, done);
+        for (const Completion& c : done)
+          ends[c.flow] = t;
+      }
+      net.commit(t);
+    }
+  }
+  NetworkModel& net;
+  std::map<FlowHandle, Time> ends;  // each flow's end (a handle used again: its last flow's)
+  std::vector<Completion> done;
+};
+
 TEST(FluidNetwork, AnUncongestedFlowTakesWhatMaxMinSays) {
   // One 64 MiB flow alone: no queue forms (every hop is at least as fast as the NIC), so the
   // model never steps and the flow ends at S / C exactly as in max-min.
@@ -472,47 +498,63 @@ TEST(FluidNetwork, ASenderThatStopsAloneMovesNoOtherRateAndOneThatSharesItsPortD
   }
 }
 
+/// kTwoRacks with the flows of start_beside() and A, `a` bytes from GPU 0 to GPU 1 on QP 0
+/// (links `near`), run until A has ended (at t1, alone on its links: a / C).
+struct AfterOneFlow {
+  explicit AfterOneFlow(double a) {
+    start_beside(net, f);
+    const FlowHandle x = start(net, near, a, 0);
+    run.until_ended(Time::zero(), x);
+    t1 = run.ends.at(x);
+    run.ends.erase(x);  // (its handle is free again)
+  }
+  const fabric::Fabric f = test::fabric_from_yaml(kTwoRacks);
+  FluidNetwork net{f, FluidConfig{}};
+  const std::vector<fabric::LinkId> near = walk(f, 0, {"leaf0"}, 1);
+  Instants run{net};
+  Time t1;
+};
+
 TEST(FluidNetwork, AFlowOnLinksThatHoldNoLiveRouteNeedsNoNewLayout) {
   // A ring's next step goes over the links of its last, which hold only the empty hops of the
   // delivered flow: the new route takes them over where they lie. A flow onto a port that a
-  // live route uses is laid out again with it. Three long flows on other links keep the empty
-  // hops under a quarter of all (else they are cleared out with a new layout). A ends at a / C;
-  // B, started at t1 = A's end on A's links, and C beside it on the same links share them: both
-  // end at t1 + 2 b / C.
-  const fabric::Fabric f = test::fabric_from_yaml(kTwoRacks);
-  FluidNetwork net(f, FluidConfig{});
-  const double a = 1 << 20, b = 2 << 20, d = 64 << 20;
-  for (const auto& [from, via, to] : {std::tuple{2, "leaf1", 3}, {3, "leaf1", 2}, {1, "leaf0", 0}})
-    start(net, walk(f, from, {via}, to), d, static_cast<QpId>(10 + from));
-  const std::vector<fabric::LinkId> near = walk(f, 0, {"leaf0"}, 1);
-  const FlowHandle x = start(net, near, a, 0);
-  std::map<FlowHandle, Time> ends;
-  std::vector<Completion> done;
-  auto until_ended = [&](Time from, FlowHandle h) {
-    for (Time t = from; !t.is_infinite() && !ends.contains(h); t = net.next_event()) {
-      if (t > from) {
-        net.advance(t, done);
-        for (const Completion& c : done)
-          ends[c.flow] = t;
-      }
-      net.commit(t);
-    }
-  };
-  until_ended(Time::zero(), x);
-  ASSERT_TRUE(ends.contains(x));
-  const Time t1 = ends.at(x);
-  EXPECT_NEAR(t1.in_seconds(), a / kRate, 1e-11);
-  EXPECT_EQ(net.layouts(), 1u);
-  const FlowHandle y = start(net, near, b, 0, t1);
-  net.commit(t1);
-  EXPECT_EQ(net.layouts(), 1u) << "B took over A's hops";
-  const FlowHandle z = start(net, near, b, 1, t1);
-  net.commit(t1);
-  EXPECT_EQ(net.layouts(), 2u) << "C joined B's port: laid out again";
-  until_ended(t1, z);
-  ASSERT_TRUE(ends.contains(y) && ends.contains(z));
-  EXPECT_NEAR(ends.at(y).in_seconds(), t1.in_seconds() + 2 * b / kRate, 1e-11);
-  EXPECT_NEAR(ends.at(z).in_seconds(), t1.in_seconds() + 2 * b / kRate, 1e-11);
+  // live route uses is laid out again with it. (The long flows beside keep the empty hops under
+  // a quarter of all, else they are cleared out with a new layout.) A ends at a / C; B, started
+  // at t1 = A's end on A's links, and C beside it on the same links share them: both end at
+  // t1 + 2 b / C.
+  const double a = 1 << 20, b = 2 << 20;
+  AfterOneFlow at(a);
+  EXPECT_NEAR(at.t1.in_seconds(), a / kRate, 1e-11);
+  EXPECT_EQ(at.net.layouts(), 1u);
+  const FlowHandle y = start(at.net, at.near, b, 0, at.t1);
+  at.net.commit(at.t1);
+  EXPECT_EQ(at.net.layouts(), 1u) << "B took over A's hops";
+  const FlowHandle z = start(at.net, at.near, b, 1, at.t1);
+  at.net.commit(at.t1);
+  EXPECT_EQ(at.net.layouts(), 2u) << "C joined B's port: laid out again";
+  at.run.until_ended(at.t1, z);
+  ASSERT_TRUE(at.run.ends.contains(y) && at.run.ends.contains(z));
+  EXPECT_NEAR(at.run.ends.at(y).in_seconds(), at.t1.in_seconds() + 2 * b / kRate, 1e-11);
+  EXPECT_NEAR(at.run.ends.at(z).in_seconds(), at.t1.in_seconds() + 2 * b / kRate, 1e-11);
+}
+
+TEST(FluidNetwork, ASenderThatStartsAloneAtRestTakesItsRateWithoutAComputation) {
+  // At rest, a sender alone on its port and QP whose links can all carry it takes its line rate
+  // (DCQCN is at line rate) as a computation would give it, and none runs: B, started when A
+  // ends on A's links, ends at t1 + b / C after the one computation of the start. C, onto a
+  // link that a long flow fills (leaf1 -> GPU 2's NIC), would queue: the rates are computed.
+  const double b = 2 << 20;
+  AfterOneFlow at(1 << 20);
+  EXPECT_EQ(at.net.steps(), 1u);
+  const FlowHandle y = start(at.net, at.near, b, 0, at.t1);
+  at.run.until_ended(at.t1, y);
+  ASSERT_TRUE(at.run.ends.contains(y));
+  const Time t2 = at.run.ends.at(y);
+  EXPECT_NEAR(t2.in_seconds(), at.t1.in_seconds() + b / kRate, 1e-11);
+  EXPECT_EQ(at.net.steps(), 1u) << "B's start and end at rest took no computation";
+  start(at.net, walk(at.f, 0, {"leaf0", "spine0", "leaf1"}, 2), b, 1, t2);
+  at.net.commit(t2);
+  EXPECT_EQ(at.net.steps(), 2u) << "C shares a full link: computed";
 }
 
 TEST(FluidNetwork, CollectivesWithoutCongestionAgreeWithMaxMin) {
