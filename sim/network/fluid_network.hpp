@@ -449,10 +449,10 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_, count_;
   std::vector<double> share_on_link_;    // start(): shares per link of an in-network reduction
   std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
-  bool dirty_ = false;       // routes came (or retired ones hold a quarter of the hops): rebuild
-  bool added_ = false;       // flows started since the last computation
-  bool delivered_ = false;   // flows ended since the last computation
-  size_t retired_hops_ = 0;  // hops of routes retired since the last rebuild
+  bool dirty_ = false;                // routes came (or retired ones hold 3/4 of the hops): rebuild
+  bool added_ = false;                // flows started since the last computation
+  bool delivered_ = false;            // flows ended since the last computation
+  size_t retired_hops_ = 0;           // hops of routes retired since the last rebuild
   std::vector<uint32_t> ended_;       // routes whose sender finished since the last computation
   std::vector<uint32_t> new_routes_;  // routes added since the last computation
   bool only_starts_ = true;  // nothing but flows that started changed since (no reroute, ...)
