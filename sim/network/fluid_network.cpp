@@ -807,12 +807,13 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
 }
 
 // (Inlined: called once per link per computation, many of them with one or two hops.)
-[[gnu::always_inline]] inline double FluidNetwork::sum_queues(LinkState& s) {
+[[gnu::always_inline]] inline double FluidNetwork::sum_queues(LinkState& s, double& most) {
   double lossless = 0, lossy = 0, control = 0, source = 0;
   for (uint32_t j = s.begin; j < s.end; ++j) {
     const Hop& hop = hops_[j];
     const double bytes = hop.w * hop.b;
     if (bytes <= 0) continue;
+    most = std::max(most, hop.b);
     if (hop.tc == TrafficClass::Lossless) {
       lossless += bytes;
       if (hop.prev == kNoIndex) {
@@ -915,6 +916,7 @@ void FluidNetwork::compute_rates(Time at) {
     p.rdma = false;
     p.wake = 1e300;
     p.min_rtt = 1e300;
+    p.most_held = 0;
   }
   const auto links = static_cast<uint32_t>(order_.size());
   // Queues, ingress counters and buffer use from the routes' bytes; on threads node by node (a
@@ -925,26 +927,33 @@ void FluidNetwork::compute_rates(Time at) {
     in_parts(hops_.size(), [&](size_t part, size_t parts) {
       const auto [lo, hi] = node_part(part, parts);
       bool moving = false;
+      double most = 0;
       for (uint32_t n = lo; n < hi; ++n) {
         double used = 0;
         for (uint32_t k = node_begin_[n]; k < node_begin_[n + 1]; ++k)
-          used += sum_queues(links_[node_links_[k]]);
+          used += sum_queues(links_[node_links_[k]], most);
         node_used_[nodes_[n]] = used;
         moving = moving || used > 0;
       }
       parts_[part].moving = moving;
+      parts_[part].most_held = most;
     });
   } else {
     for (const fabric::LinkId l : order_)
       node_used_[links_[l].src] = 0;
     bool moving = false;
     for (const fabric::LinkId l : order_) {
-      const double held = sum_queues(links_[l]);
+      const double held = sum_queues(links_[l], parts_[0].most_held);
       node_used_[links_[l].src] += held;
       moving = moving || held > 0;
     }
     parts_[0].moving = moving;
   }
+  // No route holds more than its hops times the most one hop holds: a route whose window is
+  // more than that is not full, without adding up its hops (in the passes below).
+  double most_held = 0;
+  for (const Part& p : parts_)
+    most_held = std::max(most_held, p.most_held);
   bool in_motion = false;
   bool lossless_held = false;  // a lossless or control queue, or a pause
   update_pauses(now);
@@ -1040,7 +1049,7 @@ void FluidNetwork::compute_rates(Time at) {
         // The window grows while it bounds the rate (and until its maximum).
         moving = moving || (q.cwnd < config_.tcp.max_window && q.cwnd / rtt < q.line);
       }
-      if (rs.window > 0) {
+      if (rs.window > 0 && most_held * rs.length * (1 + 1e-12) >= rs.window) {
         // Receiver-driven admission: with its window in flight, a sender sends as the receiver
         // returns credits, i.e. as the last hop delivers.
         double in_flight = 0;

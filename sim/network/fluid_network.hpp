@@ -318,8 +318,9 @@ class FluidNetwork final : public NetworkModel {
   /// The nodes and QPs grouped for the passes on threads (nodes_..., qp_begin_...).
   void group();
   /// A link's queues from its hops' bytes, the lossless bytes still at their senders, and the
-  /// ingress counters of the links its hops' bytes came over; the bytes it holds.
-  double sum_queues(LinkState& s);
+  /// ingress counters of the links its hops' bytes came over; the bytes it holds. `most` rises
+  /// to the most bytes that one of its hops holds.
+  double sum_queues(LinkState& s, double& most);
   /// Part `part` of `parts` of the links order_[lo, hi): contiguous, about equal in route hops.
   std::pair<uint32_t, uint32_t> link_part(uint32_t lo, uint32_t hi, size_t part,
                                           size_t parts) const;
@@ -401,6 +402,7 @@ class FluidNetwork final : public NetworkModel {
     bool rdma = false;   // a route other than TCP's sends
     double wake = 1e300;
     double min_rtt = 1e300;  // the least base round trip of the TCP routes that send
+    double most_held = 0;    // the most bytes one route hop holds
     std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
     std::vector<uint32_t> found;  // what a pass leaves to its one-thread tail, in order
     std::vector<Due> due;         // predictions made, in slot order
