@@ -315,56 +315,57 @@ double FluidNetwork::queue(fabric::LinkId l) const {
 // Structure: which route hops sit on which link, and the order links feed each other
 
 bool FluidNetwork::append(FlowHandle h) {
-  // A flow of one route whose links hold no live hop (they are not laid out, or hold only the
-  // empty hops of routes delivered since), in the order the layout serves them, with those not
-  // laid out at the end: each link's range becomes the route's hop, which set_hops() put at the
-  // end of hops_, and the links not laid out follow the last. What a computation gives is what
-  // it gives after rebuild(): a link's hops are the same, and each link is served after those
-  // that feed it. Below the size where threads share the work, so that the layout does not
-  // depend on their number (sums over a node's links follow it).
+  // A flow of one route whose links are not laid out or hold an empty hop (of a route delivered
+  // since the layout was made), in the order the layout serves them, with those not laid out at
+  // the end: on each link the route takes the first empty slot (the range stays as it is), or
+  // the hop set_hops() put at the end of hops_ for a link not laid out, which then follows the
+  // last. A computation serves each link after those that feed it, as after rebuild() (a link's
+  // hops may be in another order, so its sums may differ in their last bits). Ranges stay in the
+  // order of the links (what the passes on threads split by), so the layout is the same at any
+  // number of threads; their groups are made again (regroup_).
   const FlowState& fl = flows_[h];
-  if (fl.routes.size() != 1 || hops_.size() >= kGroupFrom || levels_.empty()) return false;
+  if (fl.routes.size() != 1 || levels_.empty()) return false;
   const uint32_t r = fl.routes.front();
   RouteState& rs = routes_[r];
-  const std::span<const HopRef> hops = path(rs);
+  const std::span<HopRef> refs = path(rs);
+  slots_.clear();
   uint32_t last = kNoIndex;  // the position of the last link met that is laid out
   bool fresh = false;        // a link met so far is not laid out
-  for (const HopRef& ref : hops) {
+  for (const HopRef& ref : refs) {
     const LinkState& s = links_[ref.link];
     if (s.pos == kNoIndex) {
       fresh = true;
+      slots_.push_back(kNoIndex);
       continue;
     }
     if (fresh || (last != kNoIndex && s.pos <= last)) return false;
     last = s.pos;
-    for (uint32_t j = s.begin; j < s.end; ++j) {
-      if (routes_[hops_[j].route].live) return false;
-    }
+    uint32_t j = s.begin;
+    while (j < s.end && routes_[hops_[j].route].live)
+      ++j;
+    if (j == s.end) return false;  // no empty slot
+    slots_.push_back(j);
   }
-  // A link that holds empty hops gives the route its first slot (the rest of them stay out of
-  // any range until the next rebuild()); the others take the hop set_hops() put at the end.
-  const std::span<HopRef> refs = path(rs);
   uint32_t in_place = 0;
   for (uint32_t k = 0; k < refs.size(); ++k) {
     HopRef& ref = refs[k];
     LinkState& s = links_[ref.link];
-    if (s.end > s.begin) {
-      hops_[s.begin] = hops_[ref.at];
-      out_[s.begin] = out_[ref.at];
-      ref.at = s.begin;
+    if (slots_[k] != kNoIndex) {
+      hops_[slots_[k]] = hops_[ref.at];
+      out_[slots_[k]] = out_[ref.at];
+      ref.at = slots_[k];
       ++in_place;
+    } else {
+      s.begin = ref.at;
+      s.end = ref.at + 1;
+      s.pos = static_cast<uint32_t>(order_.size());
+      order_.push_back(ref.link);
     }
     Hop& hop = hops_[ref.at];
     hop.prev = k == 0 ? kNoIndex : refs[k - 1].at;
     hop.prev_link = k == 0 ? fabric::LinkId{} : refs[k - 1].link;
     hop.tc = rs.tc;
     hop.sched = k == rs.sched;
-    s.begin = ref.at;
-    s.end = ref.at + 1;
-    if (s.pos == kNoIndex) {
-      s.pos = static_cast<uint32_t>(order_.size());
-      order_.push_back(ref.link);
-    }
     if (hop.sched && !s.senders) sender_links_.push_back(ref.link);
     s.senders = s.senders || hop.sched;
   }
@@ -378,6 +379,7 @@ bool FluidNetwork::append(FlowHandle h) {
     retired_hops_ += in_place;
   }
   live_routes_.push_back(r);
+  regroup_ = grouped_;
   if (rs.qp != kNoQp && !qps_[rs.qp].listed) {
     qps_[rs.qp].listed = true;
     qps_[rs.qp].use = static_cast<uint32_t>(in_use_.size());
@@ -538,6 +540,7 @@ void FluidNetwork::rebuild() {
     links_[order_[i]].pos = i;
   grouped_ = threads_ > 1 && total >= kGroupFrom;
   if (grouped_) group();
+  regroup_ = false;
 }
 
 void FluidNetwork::group() {
@@ -906,7 +909,12 @@ void FluidNetwork::compute_rates(Time at) {
   settle_hops(at);
   settle_qps(at);
   settle_tracers(now);
-  if (dirty_) rebuild();
+  if (dirty_) {
+    rebuild();
+  } else if (regroup_) {
+    group();
+    regroup_ = false;
+  }
   delivered_ = false;
   new_routes_.clear();
   only_starts_ = true;

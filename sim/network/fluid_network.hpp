@@ -436,6 +436,8 @@ class FluidNetwork final : public NetworkModel {
   bool grouped_ = false;  // threads will work: nodes_ and qp_begin_ are made (rebuild())
   /// Route hops from which a computation is split between threads, when there are several.
   static constexpr size_t kGroupFrom = 8192;
+  bool regroup_ = false;         // routes appended since the last group()
+  std::vector<uint32_t> slots_;  // append()'s scratch: each hop's empty slot, or kNoIndex
   std::vector<Hop> hops_;
   // The routes' hops, each route's in a row (live routes in slot order after rebuild(); those
   // set since at the end).
