@@ -66,7 +66,10 @@ FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, i
     s.src = link.src;
     s.dst = link.dst;
     s.cap = link.capacity.bytes_per_second();
+    s.latency = link.latency.in_seconds();
     const fabric::Node& src = f.node(link.src);
+    s.nic_out = src.kind == fabric::NodeKind::Nic && fabric_switch(f.node(link.dst));
+    s.between_switches = fabric_switch(src) && fabric_switch(f.node(link.dst));
     if (fabric_switch(src)) {
       const EcnProfile& e = config.ecn[static_cast<size_t>(src.role)];
       const double line = static_cast<double>(link.line_rate.bits_per_second());
@@ -131,20 +134,16 @@ void FluidNetwork::set_hops(uint32_t id, std::span<const fabric::LinkId> hops, b
   // The acknowledgements come back the way the data went (ECMP hashes both directions alike).
   rs.base_rtt = config_.tcp.host_latency;
   for (const fabric::LinkId l : hops) {
-    const fabric::Link& link = fabric_.link(l);
-    rs.base_rtt += 2 * link.latency.in_seconds();
+    const LinkState& s = links_[l];
+    rs.base_rtt += 2 * s.latency;
     Hop hop;
     hop.route = id;
-    if (reduce && fabric_switch(fabric_.node(link.src)) && fabric_switch(fabric_.node(link.dst)) &&
-        share_on_link_[l] > 1) {
-      hop.w = 1.0 / share_on_link_[l];
-    }
+    if (reduce && s.between_switches && share_on_link_[l] > 1) hop.w = 1.0 / share_on_link_[l];
     refs_.push_back({l, static_cast<uint32_t>(hops_.size())});
     ++rs.length;
     hops_.push_back(hop);
     out_.push_back(0);
-    if (rs.sched == 0 && fabric_.node(link.src).kind == fabric::NodeKind::Nic &&
-        fabric_switch(fabric_.node(link.dst))) {
+    if (rs.sched == 0 && s.nic_out) {
       // The NIC schedules its QPs onto its port (PCIe before it only feeds it).
       rs.cc = !tcp && config_.dcqcn.enabled;
       rs.tcp = tcp;
@@ -533,6 +532,7 @@ void FluidNetwork::rebuild() {
     scratch_[l] = kNoIndex;
   dirty_ = false;
   retired_hops_ = 0;
+  waste_ = 0;
   // A computation of fewer than 8,192 route hops (a ring's few hundred) stays on one thread:
   // its dozen passes would wake the threads a dozen times for little work each (the 1,024-GPU
   // ring ran 1.25x slower on two threads than on one).
@@ -909,6 +909,10 @@ void FluidNetwork::compute_rates(Time at) {
   settle_hops(at);
   settle_qps(at);
   settle_tracers(now);
+  // The empty hops that the computations since the last layout passed over: once more than
+  // twice the live ones (about what a layout costs), a new layout clears them out.
+  if (waste_ > 2 * (hops_.size() - retired_hops_)) dirty_ = true;
+  waste_ += retired_hops_;
   if (dirty_) {
     rebuild();
   } else if (regroup_) {
@@ -1801,9 +1805,13 @@ void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& fini
   flows_.release(h);
   --active_flows_;
   delivered_ = true;
-  // (Three quarters: a ring's QPs are idle most of a step, their links' slots waiting for their
-  // next routes; clearing them out at a quarter laid the 1,024-GPU ring out 14,307 times.)
-  if (4 * retired_hops_ > 3 * hops_.size()) dirty_ = true;
+  // The empty hops wait in their links' ranges for the next routes over them (append()); they
+  // cost only the computations that pass over them, and are cleared out with a new layout when
+  // those have cost more than a layout (compute_rates()), or, for memory, when the routes laid
+  // out since the last layout (whose states and paths only a layout frees) hold eight times the
+  // hops of the live ones and 2^18 more (some 64K routes, 10 MB).
+  const size_t live = hops_.size() - retired_hops_;
+  if (refs_.size() > 8 * live + (size_t{1} << 18)) dirty_ = true;
 }
 
 void FluidNetwork::detect_deadlock() {

@@ -242,9 +242,12 @@ class FluidNetwork final : public NetworkModel {
     double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
     uint32_t begin = 0, end = 0;  // its route hops in hops_, rebuilt when routes come and go
     uint32_t pos = kNoIndex;      // its position in order_, or none
-    bool senders = false;         // some of them are scheduled here (a sender's port)
-    bool paused = false;          // the receiver paused this link (lossless)
-    bool source_paused = false;   // the senders' own send queue is full
+    double latency = 0;           // s, the fabric link's
+    bool nic_out = false;         // from a NIC to a switch: where a NIC schedules its QPs
+    bool between_switches = false;
+    bool senders = false;        // some of them are scheduled here (a sender's port)
+    bool paused = false;         // the receiver paused this link (lossless)
+    bool source_paused = false;  // the senders' own send queue is full
     std::array<double, kTrafficClasses> queue{};
     std::array<double, kTrafficClasses> served{};  // bytes/s given to each class
     std::array<double, kTrafficClasses> frac{};    // share of what each class asked for
@@ -453,11 +456,12 @@ class FluidNetwork final : public NetworkModel {
   std::vector<uint32_t> indegree_, succ_begin_, succ_, fill_, ready_, count_;
   std::vector<double> share_on_link_;    // start(): shares per link of an in-network reduction
   std::vector<int32_t> deadlock_index_;  // detect_deadlock(): paused link -> its index
-  bool dirty_ = false;                // routes came (or retired ones hold 3/4 of the hops): rebuild
-  bool added_ = false;                // flows started since the last computation
-  bool delivered_ = false;            // flows ended since the last computation
-  size_t retired_hops_ = 0;           // hops of routes retired since the last rebuild
-  std::vector<uint32_t> ended_;       // routes whose sender finished since the last computation
+  bool dirty_ = false;                   // routes came, or empty hops cost too much: rebuild
+  bool added_ = false;                   // flows started since the last computation
+  bool delivered_ = false;               // flows ended since the last computation
+  size_t retired_hops_ = 0;              // hops of routes retired since the last rebuild
+  size_t waste_ = 0;             // empty hops the computations since the last rebuild passed over
+  std::vector<uint32_t> ended_;  // routes whose sender finished since the last computation
   std::vector<uint32_t> new_routes_;  // routes added since the last computation
   bool only_starts_ = true;  // nothing but flows that started changed since (no reroute, ...)
   std::vector<uint32_t> draining_;  // routes whose last byte may be in a queue (draining())

@@ -113,9 +113,8 @@ FluidConfig pfc_only() {
   return c;
 }
 
-/// Three 64 MiB flows on other links of kTwoRacks (GPU 2 <-> 3, GPU 1 -> 0), QPs 11-13: with
-/// them, the empty hops of a short flow between GPUs 0 and 1 stay under three quarters of all
-/// hops (beyond, they are cleared out with a new layout).
+/// Three 64 MiB flows on other links of kTwoRacks (GPU 2 <-> 3, GPU 1 -> 0), QPs 11-13: traffic
+/// beside a short flow between GPUs 0 and 1, on links of its own.
 void start_beside(NetworkModel& net, const fabric::Fabric& f) {
   for (const auto& [from, via, to] : {std::tuple{2, "leaf1", 3}, {3, "leaf1", 2}, {1, "leaf0", 0}})
     start(net, walk(f, from, {via}, to), 64 << 20, static_cast<QpId>(10 + from));
@@ -519,9 +518,9 @@ struct AfterOneFlow {
 TEST(FluidNetwork, AFlowOnLinksThatHoldNoLiveRouteNeedsNoNewLayout) {
   // A ring's next step goes over the links of its last, which hold only the empty hops of the
   // delivered flow: the new route takes them over where they lie. A flow onto a port that a
-  // live route uses is laid out again with it (start_beside() keeps A's empty hops from being
-  // cleared out with a new layout). A ends at a / C; B, started at t1 = A's end on A's links,
-  // and C beside it on the same links share them: both end at t1 + 2 b / C.
+  // live route uses is laid out again with it (the port holds no empty slot). A ends at a / C;
+  // B, started at t1 = A's end on A's links, and C beside it on the same links share them: both
+  // end at t1 + 2 b / C.
   const double a = 1 << 20, b = 2 << 20;
   AfterOneFlow at(a);
   EXPECT_NEAR(at.t1.in_seconds(), a / kRate, 1e-11);
