@@ -155,8 +155,9 @@ class FluidNetwork final : public NetworkModel {
   static constexpr uint64_t kNoStep = std::numeric_limits<uint64_t>::max();
   // A route's hop on a link. All hops live in hops_, laid out link by link in the order links
   // feed each other (rebuild()), so that the passes over links read them in sequence; a route
-  // finds its own through HopRef. Hops of routes started since the last rebuild() wait at the
-  // end, in no link's range.
+  // finds its own through HopRef. A route started since the last rebuild() took empty slots
+  // in its links' ranges, or single-hop ranges at the end (append()); one that could not waits
+  // at the end, in no link's range, until the next rebuild().
   struct Hop {
     double b = 0;  // bytes queued at the egress of this hop's link
     double a = 0;  // arrival rate (bytes/s) in the current interval (departures: out_)
@@ -306,8 +307,9 @@ class FluidNetwork final : public NetworkModel {
     return fl.sending ? fl.sent + fl.rate * (t - fl.sent_t) : fl.sent;
   }
   void rebuild();
-  /// Lays out the hops of flow h's single route at the end of the layout, without rebuild(),
-  /// where that keeps the order in which links feed each other; false where it cannot.
+  /// Lays out the hops of flow h's single route without rebuild(): in an empty slot of each
+  /// link that is laid out, after the last link for the others, where that keeps the order in
+  /// which links feed each other; false where it cannot.
   bool append(FlowHandle h);
   void compute_rates(Time at);
   /// Runs body(part, parts) for each part of the work: one part on this thread for small work
@@ -473,8 +475,6 @@ class FluidNetwork final : public NetworkModel {
   size_t active_flows_ = 0;
   double now_ = 0;  // s, the time the state was moved to (integrate())
   Time clock_{};    // the same, as the engine gave it
-  // s, the time to which the senders' `sent` is counted (the last computation of rates: their
-  // rates hold since, but for senders that stopped, whose `sent` is final).
   // s, the time to which the route hops' queues are counted: a hop holds b + (a - d) (t -
   // hops_t_) at t until the next settle_hops() (a computation, or every event while eager_).
   double hops_t_ = 0;
