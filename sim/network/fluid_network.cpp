@@ -333,6 +333,10 @@ bool FluidNetwork::append(FlowHandle h) {
   for (const HopRef& ref : refs) {
     const LinkState& s = links_[ref.link];
     if (s.pos == kNoIndex) {
+      // (A link twice on the route would take two ranges: a layout sorts that out.)
+      for (size_t k = 0; k < slots_.size(); ++k) {
+        if (refs[k].link == ref.link) return false;
+      }
       fresh = true;
       slots_.push_back(kNoIndex);
       continue;
