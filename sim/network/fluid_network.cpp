@@ -105,7 +105,7 @@ FlowHandle FluidNetwork::start(const FlowSpec& spec, Time now) {
   fl.sent_t = t;
   ++active_flows_;
   add_routes(h, spec.routes, t);
-  if (dirty_ || !append(h)) dirty_ = true;
+  if (dirty_ || !shortcuts_ || !append(h)) dirty_ = true;
   added_ = true;
   return h;
 }
@@ -229,6 +229,7 @@ FlowHandle FluidNetwork::reroute(FlowHandle f, std::span<const Route> routes, Ti
         Hop& hop = hops_[ref.at];
         held += hop.b;
         hop.a = hop.b = out_[ref.at] = 0;
+        hop.prev = kNoIndex;  // (the slot before it may be another route's: append())
       }
       behind = std::max(behind, held / rs.share);
       rs.live = false;
@@ -1389,7 +1390,8 @@ void FluidNetwork::commit(Time now) {
     ended_.clear();
     return;
   }
-  if (!moving_ && !eager_ && !tcp_ && (!added_ || (only_starts_ && !dirty_)) && ended_alone()) {
+  if (shortcuts_ && !moving_ && !eager_ && !tcp_ && (!added_ || (only_starts_ && !dirty_)) &&
+      ended_alone()) {
     // At rest (every queue empty, every link serving all it is asked), senders that stopped
     // alone on their ports and QPs free capacity that no other sender was denied: every other
     // rate stays. Their hops are served again without them, as a computation would serve them;
@@ -1802,6 +1804,9 @@ void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& fini
     for (const HopRef& ref : path(rs)) {
       retime(ref, to, 0, 0);
       hops_[ref.at].b = 0;  // (drained: at most kEmpty)
+      // Its arrivals are its route's (none): the slot before it may be another route's once a
+      // new route takes it (append()).
+      hops_[ref.at].prev = kNoIndex;
     }
     retired_.push_back(r);
   }

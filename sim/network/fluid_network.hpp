@@ -149,6 +149,9 @@ class FluidNetwork final : public NetworkModel {
   uint64_t steps() const { return steps_; }
   /// Times the route hops were laid out again (rebuild()), for tests.
   uint64_t layouts() const { return layouts_; }
+  /// Off, every start lays every route hop out again and every change computes every rate, as
+  /// before the shortcuts at rest (commit(), append()); a test demands that both agree.
+  void set_shortcuts(bool on) { shortcuts_ = on; }
 
  private:
   static constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
@@ -491,6 +494,7 @@ class FluidNetwork final : public NetworkModel {
   double wake_ = 1e300;  // s, the earliest end of a TCP time-out, when nothing else moves
   uint64_t steps_ = 0;
   uint64_t layouts_ = 0;
+  bool shortcuts_ = true;
 };
 
 /// The `network` section when `model: fluid`.

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "sim/core/rng.hpp"
 #include "sim/metrics/congestion.hpp"
 #include "sim/network/fluid_network.hpp"
 #include "sim/network/maxmin_network.hpp"
@@ -554,6 +555,80 @@ TEST(FluidNetwork, ASenderThatStartsAloneAtRestTakesItsRateWithoutAComputation) 
   start(at.net, walk(at.f, 0, {"leaf0", "spine0", "leaf1"}, 2), b, 1, t2);
   at.net.commit(t2);
   EXPECT_EQ(at.net.steps(), 2u) << "C shares a full link: computed";
+}
+
+TEST(FluidNetwork, TheShortcutsAtRestChangeNoFlowsEnd) {
+  // 300 flows of 16 KiB to 1 MiB between random GPUs of two racks of four servers (one uplink
+  // a leaf: some meet and queue, some share a NIC port, most run alone), started at random times
+  // over 3 ms, each pair on its own QP: with the shortcuts at rest (a sender that stops or
+  // starts alone on its port computes nothing, a new route takes empty slots) and without (every
+  // change computes every rate over a new layout), every flow ends at the same time (1 ns: sums
+  // in another order), and the shortcuts save computations and layouts.
+  const fabric::Fabric f = test::fabric_from_yaml(R"(
+type: clos
+racks: 2
+nodes_per_rack: 4
+node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
+leaf: {uplinks: 1, buffer: 4MB}
+spine: {count: 1, buffer: 4MB}
+)");
+  struct Start {
+    Time at;
+    uint32_t src, dst;
+    double bytes;
+  };
+  std::vector<Start> starts;
+  SplitMix64 rng(2026);
+  for (int i = 0; i < 300; ++i) {
+    const auto src = static_cast<uint32_t>(rng.next() % 8);
+    const auto dst = static_cast<uint32_t>((src + 1 + rng.next() % 7) % 8);
+    starts.push_back({Time::ps(static_cast<int64_t>(rng.next() % 3000000) * 1000), src, dst,
+                      static_cast<double>(16384 << (rng.next() % 7))});
+  }
+  std::sort(starts.begin(), starts.end(),
+            [](const Start& a, const Start& b) { return a.at < b.at; });
+  auto run = [&](bool shortcuts, uint64_t& steps, uint64_t& layouts) {
+    FluidNetwork net(f, FluidConfig{});
+    net.set_shortcuts(shortcuts);
+    std::vector<Time> ends(starts.size(), Time::infinity());
+    std::map<FlowHandle, size_t> flow_of;
+    std::vector<Completion> done;
+    size_t next = 0;
+    while (true) {
+      const Time t_net = net.next_event();
+      const Time t_start = next < starts.size() ? starts[next].at : Time::infinity();
+      const Time t = std::min(t_net, t_start);
+      if (t.is_infinite()) break;
+      if (t_net == t) {
+        net.advance(t, done);
+        for (const Completion& c : done)
+          ends[flow_of.at(c.flow)] = t;
+      }
+      for (; next < starts.size() && starts[next].at == t; ++next) {
+        const Start& s = starts[next];
+        const std::vector<fabric::LinkId> links =
+            s.src / 4 == s.dst / 4 ? walk(f, s.src, {fmt::format("leaf{}", s.src / 4)}, s.dst)
+                                   : walk(f, s.src,
+                                          {fmt::format("leaf{}", s.src / 4), "spine0",
+                                           fmt::format("leaf{}", s.dst / 4)},
+                                          s.dst);
+        flow_of[start(net, links, s.bytes, static_cast<QpId>(s.src * 8 + s.dst), t)] = next;
+      }
+      net.commit(t);
+    }
+    steps = net.steps();
+    layouts = net.layouts();
+    return ends;
+  };
+  uint64_t steps_on = 0, layouts_on = 0, steps_off = 0, layouts_off = 0;
+  const std::vector<Time> on = run(true, steps_on, layouts_on);
+  const std::vector<Time> off = run(false, steps_off, layouts_off);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ASSERT_FALSE(off[i].is_infinite()) << "flow " << i << " never ended";
+    EXPECT_NEAR(on[i].in_seconds(), off[i].in_seconds(), 1e-9) << "flow " << i;
+  }
+  EXPECT_LT(steps_on, steps_off);
+  EXPECT_LT(layouts_on, layouts_off);
 }
 
 TEST(FluidNetwork, CollectivesWithoutCongestionAgreeWithMaxMin) {
