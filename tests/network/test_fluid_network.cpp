@@ -41,6 +41,20 @@ spine: {{count: 1}}
                                             servers, pcie, buffer));
 }
 
+/// Two leaves of `servers` one-GPU servers each (400G NICs), one uplink each to one spine (4 MB
+/// buffer); the leaves' buffer as given.
+fabric::Fabric two_leaves(int servers, const std::string& leaf_buffer) {
+  return test::fabric_from_yaml(fmt::format(R"(
+type: clos
+racks: 2
+nodes_per_rack: {}
+node: {{gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}}
+leaf: {{uplinks: 1, buffer: {}}}
+spine: {{count: 1, buffer: 4MB}}
+)",
+                                            servers, leaf_buffer));
+}
+
 fabric::LinkId link(const fabric::Fabric& f, fabric::NodeId a, fabric::NodeId b) {
   for (const fabric::LinkId l : f.out_links(a)) {
     if (f.link(l).dst == b) return l;
@@ -564,14 +578,7 @@ TEST(FluidNetwork, TheShortcutsAtRestChangeNoFlowsEnd) {
   // starts alone on its port computes nothing, a new route takes empty slots) and without (every
   // change computes every rate over a new layout), every flow ends at the same time (1 ns: sums
   // in another order), and the shortcuts save computations and layouts.
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
-type: clos
-racks: 2
-nodes_per_rack: 4
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
-leaf: {uplinks: 1, buffer: 4MB}
-spine: {count: 1, buffer: 4MB}
-)");
+  const fabric::Fabric f = two_leaves(4, "4MB");
   struct Start {
     Time at;
     uint32_t src, dst;
@@ -1027,14 +1034,7 @@ TEST(FluidNetwork, TheThreadCountChangesNoResult) {
   // 1, 2 and 3 threads. 16 one-GPU servers on two leaves with one uplink each: an all-to-all of
   // eight flows per pair (1,920 flows, about 9,700 hops) congests the uplinks (ECN, DCQCN, PFC);
   // with TCP, seven TCP senders into one receiver overflow its 256 KB leaf buffer (drops).
-  const fabric::Fabric f = test::fabric_from_yaml(R"(
-type: clos
-racks: 2
-nodes_per_rack: 8
-node: {gpus: 1, nic_speed: 400Gbps, pcie_bandwidth: 800Gbps}
-leaf: {uplinks: 1, buffer: 256KB}
-spine: {count: 1, buffer: 4MB}
-)");
+  const fabric::Fabric f = two_leaves(8, "256KB");
   struct Outcome {
     std::map<FlowHandle, Time> ends;
     uint64_t steps = 0;
