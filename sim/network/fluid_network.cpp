@@ -1302,22 +1302,27 @@ void FluidNetwork::plan(double now, bool full) {
   next_event_ = next;
 }
 
+bool FluidNetwork::alone_on_port(uint32_t r) const {
+  const LinkState& port = links_[path(routes_[r])[routes_[r].sched].link];
+  for (uint32_t j = port.begin; j < port.end; ++j) {
+    const Hop& hop = hops_[j];
+    if (hop.sched && hop.route != r && routes_[hop.route].sending) return false;
+  }
+  return true;
+}
+
 bool FluidNetwork::ended_alone() const {
   // Each sender that stopped was the only route its QP sent on, and the only one sending from
   // its port, at the last computation: no one else's share of the port or of the QP moves.
   for (const uint32_t r : ended_) {
     const RouteState& rs = routes_[r];
     if (rs.qp != kNoQp && qps_[rs.qp].users > 1) return false;
-    const LinkState& port = links_[path(rs)[rs.sched].link];
-    for (uint32_t j = port.begin; j < port.end; ++j) {
-      const Hop& hop = hops_[j];
-      if (hop.sched && hop.route != r && routes_[hop.route].sending) return false;
-    }
+    if (!alone_on_port(r)) return false;
   }
   return true;
 }
 
-bool FluidNetwork::start_at_rest(double now) {
+bool FluidNetwork::start_at_rest() {
   // What compute_rates() gives a sender alone on its port and QP, with nothing in motion: its
   // QP's rate (DCQCN at line rate) or its line, all of it at its port, its flow's cap; no queue.
   for (const uint32_t r : new_routes_) {
@@ -1328,11 +1333,7 @@ bool FluidNetwork::start_at_rest(double now) {
       const QpState& q = qps_[rs.qp];
       if (q.users > 0 || (rs.cc && (q.rc < q.line || q.rt < q.line))) return false;
     }
-    const LinkState& port = links_[path(rs)[rs.sched].link];
-    for (uint32_t j = port.begin; j < port.end; ++j) {
-      const Hop& hop = hops_[j];
-      if (hop.sched && hop.route != r && routes_[hop.route].sending) return false;
-    }
+    if (!alone_on_port(r)) return false;
   }
   for (const uint32_t r : new_routes_) {
     RouteState& rs = routes_[r];
@@ -1349,9 +1350,8 @@ bool FluidNetwork::start_at_rest(double now) {
     rs.demand = want;
     const double cap = links_[path(rs)[rs.sched].link].cap;
     const double x = want <= cap ? want : std::max(0.0, cap);
+    fl.sent_t = now_;  // (it sent nothing at rate 0 since it started)
     fl.rate = std::min(fl.cap, x / rs.share);
-    fl.sent = 0;
-    fl.sent_t = now;
     rs.x = fl.rate * rs.share;
     for (const HopRef& hop : path(rs)) {
       if (serve(hop.link, config_.step)) return false;  // it would queue: compute
@@ -1409,11 +1409,11 @@ void FluidNetwork::commit(Time now) {
       for (const HopRef& hop : path(rs))
         serve(hop.link, config_.step);  // (no queue: what a hop sends does not depend on dt)
     }
-    ended_.clear();
-    if (start_at_rest(now_)) {
+    if (start_at_rest()) {
       delivered_ = false;
       added_ = false;
       plan(now_, false);
+      ended_.clear();
       new_routes_.clear();
       return;
     }
@@ -1794,10 +1794,9 @@ void FluidNetwork::end_flow(uint32_t h, double to, std::vector<Completion>& fini
   finished.push_back({h, Time::seconds(to - fl.sent_at)});
   for (const uint32_t r : fl.routes) {
     // Retired: its hops stay in their links' ranges, empty (and its route gives them nothing to
-    // send), until the next rebuild: when a flow starts beside live routes, or when the retired
-    // hops are three quarters of all (a new route over its links takes their first slots:
-    // append()). The rates are computed again at the next commit, on the same structure, unless
-    // nothing was in motion (commit()).
+    // send), until the next rebuild (a new route over its links takes their slots: append()).
+    // The rates are computed again at the next commit, on the same structure, unless nothing
+    // was in motion (commit()).
     RouteState& rs = routes_[r];
     rs.live = false;
     retired_hops_ += rs.length;

@@ -343,7 +343,10 @@ class FluidNetwork final : public NetworkModel {
   /// At rest, the routes of new_routes_ (each its flow's only route, laid out by append()) take
   /// their rates alone on their ports and QPs, and their links are served again with them; false
   /// where one is not alone or a link cannot carry it (a computation must run).
-  bool start_at_rest(double now);
+  bool start_at_rest();
+  /// True when route r is the only route sending from its port (the link its sender is
+  /// scheduled on).
+  bool alone_on_port(uint32_t r) const;
   /// A link's queues over `dt` when it drops (a full lossy queue, or down): the bytes lost go
   /// back to their senders (true when there were some).
   bool integrate_losses(fabric::LinkId l, Time t, double dt);
