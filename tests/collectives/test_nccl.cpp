@@ -1214,6 +1214,45 @@ TEST(NcclBehaviour, LlIsBoundByTheKernelsLlThroughput) {
   EXPECT_NEAR(one.at("ll").seconds, one_bus / (20.4e9 / 16), 0.005 * one_bus / (20.4e9 / 16));
 }
 
+TEST(NcclBehaviour, AFewThreadsSlowLlsKernelNotTheHostsPath) {
+  // A small operation runs its channel with fewer threads (enqueue.cc), which bounds what the
+  // kernel moves: one node's llMaxBw, the GPU's (Hopper 141 GB/s over 16 default channels),
+  // times the threads' share. Across nodes NCCL's lower llMaxBw (Intel, > 2 nodes: 20.4 GB/s)
+  // is the host's path, shared by the channels whatever threads each runs. Ring/LL AllReduce on
+  // 4 servers x 8 GPUs (n = 32, 8 x 32 = 256 bytes a thread), one channel, every latency zero:
+  //  * S = 16 KiB runs 64 threads (16 KiB < 128 x 256 B; not halved below 64), so the kernel
+  //    binds, 141 / 16 x 64 / 512 = 1.1016 GB/s (under the host's 20.4 / 16 = 1.275): the bus
+  //    bytes 2 (n-1)/n S take 31744 / 1.1016e9 = 28.8 us (the host's cap scaled by the threads
+  //    would take 199 us);
+  //  * S = 256 KiB runs all 512 threads: the host binds, 2 (n-1)/n S / 1.275e9 = 398.8 us.
+  const std::string topo = R"(topology:
+  type: rail_optimized
+  nodes: 4
+  nodes_per_leaf: 4
+  node: {gpus: 8, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 0s,
+         nvlink_bandwidth: 450GB/s, nvlink_latency: 0s}
+  leaf: {uplinks: 4, latency: 0s}
+  spine: {count: 4, latency: 0s}
+  nic_link_latency: 0s
+  link_latency: 0s
+nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: Ring,
+       NCCL_PROTO: LL, NCCL_MAX_NCHANNELS: 1}
+)";
+  const auto one = [&](const char* bytes) {
+    return run(topo + fmt::format("workloads:\n  - {{name: ll, type: nccl, collective: "
+                                  "allreduce, bytes: {}}}\n",
+                                  bytes))
+        .at("ll");
+  };
+  const Figures small = one("16KiB"), large = one("256KiB");
+  EXPECT_EQ(small["channels"], 1);
+  EXPECT_EQ(large["channels"], 1);
+  const double bus = 2.0 * 31 / 32;
+  const double kernel = 141e9 / 16 * 64 / 512, host = 20.4e9 / 16;
+  EXPECT_NEAR(small.seconds, bus * 16 * 1024 / kernel, 0.01 * bus * 16 * 1024 / kernel);
+  EXPECT_NEAR(large.seconds, bus * 256 * 1024 / host, 0.01 * bus * 256 * 1024 / host);
+}
+
 TEST(NcclBehaviour, RcclLlAcrossNodesHasTheHostsLlCap) {
   // Across nodes NCCL's LL cap is the host's ("for multi-node, we look at CPU type": llMaxBws'
   // AMD row, 22.5 GB/s on 2 nodes, 19.0 beyond), and RCCL's LL goes the same way through the

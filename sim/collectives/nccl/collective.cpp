@@ -901,6 +901,10 @@ double OpRunner::protocol_cap() const {
   const int col = caps_column(in.nnodes);
   const double per_graph = static_cast<double>(in.graph_channels) / result_.channels;
   const bool tree = result_.algorithm != Algorithm::Ring;
+  // A channel whose CTA runs fewer threads (a small operation) moves as much less of what its
+  // kernel moves.
+  const double threads =
+      result_.threads > 0 ? result_.threads / max_threads(result_.protocol) : 1.0;
   double bus = network::kNoRateCap;
   switch (result_.protocol) {
     case Protocol::LL:
@@ -913,6 +917,16 @@ double OpRunner::protocol_cap() const {
       // states it.
       if (tables_.nccl28 && result_.algorithm == Algorithm::CollNetChain)
         bus = std::min(bus, in.bw_intra * 0.9 / 6.0 * per_graph);
+      if (in.nnodes > 1) {
+        // Across nodes llMaxBw is the host's path (its rows go by the CPU's vendor), shared by
+        // the channels whatever threads each runs; what a CTA's threads bound is the kernel's
+        // own throughput, one node's llMaxBw of the GPU (none in RCCL's build), which a small
+        // operation's fewer threads scale down.
+        const double kernel =
+            in.rccl != nullptr ? network::kNoRateCap
+                               : ll_max_bw(in.arch, 1, in.amd_host) / default_channels() * threads;
+        return std::min(bus, kernel) * 1e9 / (tree ? 2.0 : 1.0);
+      }
       break;
     case Protocol::LL128:
       bus = (tree ? caps.tree_ll128[col] : caps.ring_ll128[col]) * per_graph;
@@ -931,9 +945,6 @@ double OpRunner::protocol_cap() const {
       break;
   }
   if (bus == network::kNoRateCap) return bus;
-  // A channel whose CTA runs fewer threads (a small operation) moves as much less.
-  const double threads =
-      result_.threads > 0 ? result_.threads / max_threads(result_.protocol) : 1.0;
   return bus * 1e9 / (tree ? 2.0 : 1.0) * threads;
 }
 
