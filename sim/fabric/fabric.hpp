@@ -79,6 +79,10 @@ struct Link {
 /// constants by it (protocol throughput per channel, NVLink speeds, which protocols exist).
 enum class GpuArch : uint8_t { Volta, Ampere, Hopper, Blackwell, Cdna3, Cdna4 };
 std::string_view gpu_arch_name(GpuArch a);
+/// AMD's Instinct GPUs (which run RCCL, not NCCL).
+inline bool is_amd(GpuArch a) {
+  return a == GpuArch::Cdna3 || a == GpuArch::Cdna4;
+}
 
 /// What a GPU computes and holds, from its datasheet: the compute and memory models of training
 /// workloads read it (dense tensor-core peaks, no 2:4 sparsity).

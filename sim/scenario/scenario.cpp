@@ -512,7 +512,10 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
           "NCCL_BUFFSIZE",
           fmt::format(
               "{}MiB",
-              collectives::nccl::default_buffsize(cpu, run->nccl.tuning_tables).count() >> 20));
+              collectives::nccl::default_buffsize(
+                  cpu, collectives::nccl::for_gpus(run->nccl, servers.front().arch).tuning_tables)
+                      .count() >>
+                  20));
     }
     sink.record(nccl.effective(computed));
   }

@@ -1009,12 +1009,13 @@ std::unique_ptr<engine::Workload> make_training_workload(const engine::WorkloadI
     plan.families[fam] = communicators(s, static_cast<Family>(fam), n);
   NcclConfig cfg = scenario_nccl;
   if (r.has("nccl")) cfg = read_nccl(r.section("nccl", collectives::nccl::nccl_table()), cfg, true);
+  const fabric::GpuArch arch = in.fabric.server_of(gpus.front()).arch;
   plan.p2p_connection.qps = cfg.qps_per_connection;
-  plan.p2p_connection.message_bytes =
-      cfg.p2p_net_chunksize
-          .value_or(collectives::nccl::default_p2p_net_chunksize(
-              cfg.rccl, in.fabric.server_of(gpus.front()).arch, static_cast<int>(gpus.size())))
-          .count();
+  plan.p2p_connection.message_bytes = cfg.p2p_net_chunksize
+                                          .value_or(collectives::nccl::default_p2p_net_chunksize(
+                                              collectives::nccl::for_gpus(cfg, arch).is_rccl(),
+                                              arch, static_cast<int>(gpus.size())))
+                                          .count();
   plan.expert_imbalance = s.expert_imbalance;
   plan.seed = in.seed ^ fnv1a64(in.name);
   plan.gpus = std::move(gpus);

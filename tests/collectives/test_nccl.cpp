@@ -1930,6 +1930,35 @@ nccl: {{library: rccl{}}}
   EXPECT_NE(op(2, "1MiB", "").notes.at("algorithm"), "MSCCL");
 }
 
+TEST(NcclBehaviour, AmdGpusRunRcclUnlessTheScenarioNamesALibrary) {
+  // NCCL does not run on AMD GPUs: where `library` is not written, a communicator of cdna3 or
+  // cdna4 GPUs runs RCCL (its tables, rccl-mi300) and one of NVIDIA GPUs NCCL (newest); tables
+  // that are written name their library. Observable in the channels of a large AllReduce on 2
+  // servers of 8 GPUs with 8 NICs each: RCCL's 64 across nodes, NCCL's 2 per NIC, 16.
+  const auto channels = [&](const char* arch, const char* nccl) {
+    return run_one(
+        fmt::format(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {{gpus: 8, gpu_arch: {}, scale_up: {}, nic_speed: 400Gbps}}
+  leaf: {{uplinks: 8}}
+  spine: {{count: 1}}
+nccl: {{{}}}
+)",
+                    arch, std::string_view(arch).starts_with("cdna") ? "mesh" : "nvswitch", nccl),
+        "", "collective: allreduce, bytes: 1GiB")["channels"];
+  };
+  EXPECT_EQ(channels("cdna3", ""), 64);
+  EXPECT_EQ(channels("cdna4", ""), 64);
+  EXPECT_EQ(channels("cdna3", "library: rccl"), 64);
+  EXPECT_EQ(channels("cdna3", "library: nccl"), 16);
+  EXPECT_EQ(channels("cdna3", "tuning_tables: newest"), 16);
+  EXPECT_EQ(channels("hopper", ""), 16);
+  EXPECT_EQ(channels("hopper", "library: rccl"), 64);
+  EXPECT_EQ(channels("hopper", "tuning_tables: rccl-mi300"), 64);
+}
+
 TEST(NcclTuning, PatForOneRankPerServer) {
   // 64 single-GPU servers, one NIC each (NCCL's graph: 1 channel at 48 GB/s), AllGather,
   // "newest" tables. With one rank per node every network hop costs the Tree's hwLat.

@@ -116,8 +116,8 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     : f_(f),
       id_(id),
       comm_(f, std::move(ranks)),
-      config_(config),
-      tables_(tuning_tables(config.tuning_tables)) {
+      config_(for_gpus(config, f.server_of(comm_.ranks().front()).arch)),
+      tables_(tuning_tables(config_.tuning_tables)) {
   ROCESIM_CHECK(id < kMaxRunners, "a runner id below 2^23");
   // NCCL's buffers as its init sizes them (computeBuffSizes): Simple's by the host CPU unless
   // set, and the point-to-point chunks within an eighth of it (NCCL_STEPS of them fill it).
@@ -126,7 +126,7 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
   const Bytes step_bound(config_.buffsize->count() / kNcclSteps);
   if (!config_.p2p_net_chunksize) {
     config_.p2p_net_chunksize =
-        default_p2p_net_chunksize(config_.rccl, server.arch, comm_.nranks());
+        default_p2p_net_chunksize(config_.is_rccl(), server.arch, comm_.nranks());
   }
   // GBx hosts (Arm with Blackwell) double it across nodes, a set value too (init.cc).
   const bool gbx = server.cpu == fabric::CpuKind::Arm && server.arch == fabric::GpuArch::Blackwell;
@@ -134,7 +134,7 @@ OpRunner::OpRunner(const fabric::Fabric& f, std::vector<fabric::NodeId> ranks,
     config_.p2p_net_chunksize = Bytes(2 * config_.p2p_net_chunksize->count());
   }
   config_.p2p_net_chunksize = std::min(*config_.p2p_net_chunksize, step_bound);
-  if (!config_.pxn) config_.pxn = default_pxn(config_.rccl, server.arch, comm_.nranks());
+  if (!config_.pxn) config_.pxn = default_pxn(config_.is_rccl(), server.arch, comm_.nranks());
   config_.p2p_nvl_chunksize = std::min(config_.p2p_nvl_chunksize, step_bound);
   // The wire of NCCL's reference hops (see step_cost_us): GPU -> scale-up domain -> GPU inside
   // a server, and GPU -> PCIe -> NIC -> one switch -> NIC -> PCIe -> GPU between servers.
@@ -186,7 +186,7 @@ int OpRunner::default_channels() const {
   // 6; ROCm/rccl src/graph/connect.cc); 112 inside one node of 8 MI350-class GPUs (gfx950: RCCL
   // for ROCm 7.0, CHANGELOG.md).
   // Inside one PCIe server, NCCL's one ring (twice where it is fast), doubled.
-  if (config_.rccl) {
+  if (config_.is_rccl()) {
     if (comm_.nnodes() > 1) return 64;
     return arch() == fabric::GpuArch::Cdna4 && comm_.ppn() == 8 ? 112 : 56;
   }
@@ -199,7 +199,7 @@ double OpRunner::thread_threshold(Collective c, Protocol p, Algorithm a) const {
   // a thread (RCCL 256).
   double t = kThreadThreshold[static_cast<int>(p)];
   if (a == Algorithm::Ring && p == Protocol::LL) t *= comm_.nranks();
-  if (is_collnet(a) && p == Protocol::Simple) t = config_.rccl ? 256 : 512;
+  if (is_collnet(a) && p == Protocol::Simple) t = config_.is_rccl() ? 256 : 512;
   // RCCL's tuning model sets AllGather's and ReduceScatter's across nodes, times the ranks,
   // unless the channels are set (rcclUpdateThreadThreshold).
   const RcclRange* range = rccl() != nullptr ? rccl()->range(c) : nullptr;
@@ -216,7 +216,7 @@ double OpRunner::thread_threshold(Collective c, Protocol p, Algorithm a) const {
 
 double OpRunner::max_threads(Protocol p) const {
   // RCCL's channels run 256 threads (64-wide wavefronts), NCCL's 512 or 640.
-  return config_.rccl ? 256 : kThreads[static_cast<int>(p)];
+  return config_.is_rccl() ? 256 : kThreads[static_cast<int>(p)];
 }
 
 int OpRunner::comm_channels() const {
@@ -487,7 +487,7 @@ const Communicator::Tree& OpRunner::tree_of(LegShape shape, int channel) {
 void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t bytes, int root) {
   const Protocol p = result_.protocol;
   const Algorithm a = result_.algorithm;
-  const ProtocolTraits traits = protocol_traits(p, config_.rccl);
+  const ProtocolTraits traits = protocol_traits(p, config_.is_rccl());
   const double step_wire = config_.buffer(p).as_double() / kNcclSteps;
   const double step_data = step_wire * traits.efficiency;
   const bool bcast_like = c == Collective::Broadcast || c == Collective::Reduce;
@@ -1324,7 +1324,7 @@ Algorithm OpRunner::table_algorithm() const {
 
 const MscclAlgorithm* OpRunner::msccl_for(Collective c, int64_t bytes) const {
   // RCCL's MSCCL-enabled node: 8 GPUs of one xGMI mesh, the communicator inside the server.
-  if (!config_.rccl || !config_.msccl || c != Collective::AllReduce || comm_.nnodes() != 1 ||
+  if (!config_.is_rccl() || !config_.msccl || c != Collective::AllReduce || comm_.nnodes() != 1 ||
       !comm_.mesh()) {
     return nullptr;
   }
@@ -1341,7 +1341,7 @@ void OpRunner::plan_msccl(engine::Simulation& sim, int64_t bytes, const MscclAlg
   // receiver; the next one starts then.
   const int n = comm_.nranks();
   const std::vector<fabric::NodeId>& r = comm_.ranks();
-  const double wire = 1.0 / protocol_traits(m.protocol, config_.rccl).efficiency;
+  const double wire = 1.0 / protocol_traits(m.protocol, config_.is_rccl()).efficiency;
   const double per_pair = static_cast<double>(m.one_pass ? bytes : bytes / n) * wire;
   const int64_t share =
       std::max<int64_t>(1, static_cast<int64_t>(std::llround(per_pair / m.channels)));
@@ -1364,7 +1364,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
   const double credit_us = config_.credit_latency.in_us();
   if (!channels_.empty()) {
     const double buffer = config_.buffer(result_.protocol).as_double();
-    const ProtocolTraits traits = protocol_traits(result_.protocol, config_.rccl);
+    const ProtocolTraits traits = protocol_traits(result_.protocol, config_.is_rccl());
     const bool slices = traits.slices;
     // The kernel's throughput a channel, on the wire (the same for every channel).
     const double kernel_cap = protocol_cap() / traits.efficiency;

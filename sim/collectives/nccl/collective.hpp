@@ -168,7 +168,7 @@ class OpRunner {
   /// PXN for rings and chains. RCCL's rings over an xGMI mesh leave each node from the last GPU
   /// of their Hamiltonian path by its own NIC (its rome models' ringBase): PXN moves only its
   /// point-to-point transfers.
-  bool ring_pxn() const { return pxn() && !(config_.rccl && comm_.mesh()); }
+  bool ring_pxn() const { return pxn() && !(config_.is_rccl() && comm_.mesh()); }
   /// NCCL's bandwidth of a graph ring inside a PCIe server (scale_up: pcie), GB/s: the narrowest
   /// GPU-to-GPU path of its node ring, links between sockets at NCCL's figure for the CPU.
   double pcie_ring_gbytes() const { return pcie_ring_gbytes_; }

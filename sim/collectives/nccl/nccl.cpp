@@ -202,10 +202,12 @@ constexpr Param kNcclParams[] = {
      .optional = true},
     {.key = "library",
      .type = ParamType::Choice,
-     .fallback = "nccl",
      .help = "the collective library: nccl (NVIDIA) or rccl (AMD: its tuning model, channel "
-             "counts, 256 threads per channel, LL128 lines of 64 bytes)",
-     .choices = "nccl|rccl"},
+             "counts, 256 threads per channel, LL128 lines of 64 bytes); default: the GPUs' "
+             "own, rccl on AMD GPUs (gpu_arch cdna3, cdna4), nccl on the others (or the one "
+             "tuning_tables names)",
+     .choices = "nccl|rccl",
+     .optional = true},
     {.key = "tuning_tables",
      .type = ParamType::Choice,
      .help = "the release whose tuning.cc constants (latencies, bandwidth caps) are used: "
@@ -460,9 +462,10 @@ Bytes NcclConfig::buffer(Protocol p) const {
   // 640 threads; RCCL (ROCm/rccl src/include/device.h): 256 threads, 28 elements of 256.
   switch (p) {
     case Protocol::LL:
-      return ll_buffsize.value_or(Bytes(int64_t{8} * (rccl ? 256 : 512) * kNcclSteps * 16));
+      return ll_buffsize.value_or(Bytes(int64_t{8} * (is_rccl() ? 256 : 512) * kNcclSteps * 16));
     case Protocol::LL128:
-      return ll128_buffsize.value_or(Bytes(int64_t{rccl ? 28 * 256 : 120 * 640} * kNcclSteps * 8));
+      return ll128_buffsize.value_or(
+          Bytes(int64_t{is_rccl() ? 28 * 256 : 120 * 640} * kNcclSteps * 8));
     case Protocol::Simple:
       break;
   }
@@ -510,6 +513,14 @@ std::string nccl_env_value(std::string_view key, std::string value) {
                                                     [](char ch) { return ch >= '0' && ch <= '9'; });
   if (p != nullptr && p->type == ParamType::Bytes && digits) value += "B";
   return value;
+}
+
+NcclConfig for_gpus(NcclConfig c, fabric::GpuArch arch) {
+  if (!c.rccl) {
+    c.rccl = c.tuning_tables.empty() ? fabric::is_amd(arch) : c.tuning_tables == "rccl-mi300";
+  }
+  if (c.tuning_tables.empty()) c.tuning_tables = *c.rccl ? "rccl-mi300" : "newest";
+  return c;
 }
 
 NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
@@ -596,16 +607,16 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   if (r.has("NCCL_PXN_DISABLE")) c.pxn = !flag(r, "NCCL_PXN_DISABLE");
   if (take("NCCL_COLLNET_ENABLE")) c.collnet = flag(r, "NCCL_COLLNET_ENABLE");
   if (r.has("NCCL_NET_OVERHEAD")) c.net_overhead = r.time("NCCL_NET_OVERHEAD");
-  if (take("library")) {
+  if (r.has("library")) {
     c.rccl = r.choice("library") == "rccl";
-    if (!r.has("tuning_tables")) c.tuning_tables = c.rccl ? "rccl-mi300" : "newest";
+    if (!r.has("tuning_tables")) c.tuning_tables.clear();  // the library's
   }
   if (r.has("tuning_tables")) {
     c.tuning_tables = r.choice("tuning_tables");
-    if (c.rccl != (c.tuning_tables == "rccl-mi300")) {
+    if (c.rccl && *c.rccl != (c.tuning_tables == "rccl-mi300")) {
       r.fail("tuning_tables",
-             c.rccl ? "RCCL's tables (rccl-mi300) with library: rccl"
-                    : "NCCL's tables (newest, 2.20.3, 2.8.3) with library: nccl",
+             *c.rccl ? "RCCL's tables (rccl-mi300) with library: rccl"
+                     : "NCCL's tables (newest, 2.20.3, 2.8.3) with library: nccl",
              c.tuning_tables);
     }
   }

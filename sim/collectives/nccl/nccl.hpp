@@ -164,14 +164,17 @@ struct NcclConfig {
   bool collnet = false;                // NCCL_COLLNET_ENABLE
   std::optional<Time> net_overhead;    // NCCL_NET_OVERHEAD; unset: the host CPU's
   // The model's own parameters.
-  bool rccl = false;                        // library: rccl (AMD) instead of nccl
-  std::string tuning_tables = "newest";     // pinned tuning.cc constants
+  // library: rccl (AMD) or nccl; unset: the one the tables name, else the GPUs' (for_gpus())
+  std::optional<bool> rccl;
+  // the release whose tuning.cc constants are pinned; empty: the library's (for_gpus())
+  std::string tuning_tables;
   std::optional<Time> launch_latency;       // per operation; default: NCCL's baseLat
   double base_latency_factor = 1.0;         // scales NCCL's baseLat (without launch_latency)
   double hop_latency_factor = 1.0;          // scales NCCL's per-hop latencies (hwLat)
   Time credit_latency{};                    // receiver's time to return a credit (CTS)
   Time proxy_post_latency = Time::ns(130);  // proxy's host time per channel's network step
 
+  bool is_rccl() const { return rccl.value_or(false); }
   Bytes buffer(Protocol p) const;  // connection buffer of a protocol (wire bytes)
   /// NCCL over sockets: the TCP connections that carry a connection's data, as NCCL's socket
   /// plugin opens them (net_socket.cc ncclNetSocketGetNsockNthread): threads x sockets per
@@ -206,6 +209,10 @@ Bytes default_p2p_net_chunksize(bool rccl, fabric::GpuArch arch, int nranks);
 /// from 64 ranks and on gfx950 from 32, on other GPUs NCCL's (ROCm/rccl's rcclSetPxn); a set
 /// value is taken as it is.
 bool default_pxn(bool rccl, fabric::GpuArch arch, int nranks);
+/// `c` for a communicator of GPUs of `arch`, its library and tables chosen: the library
+/// written, else the one the tables written name, else the GPUs' own (RCCL on AMD's, NCCL on
+/// NVIDIA's); the tables written, else the library's (rccl-mi300, newest).
+NcclConfig for_gpus(NcclConfig c, fabric::GpuArch arch);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
 /// included, or with `only_written` just the keys the section names (a workload's overrides).
 NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);

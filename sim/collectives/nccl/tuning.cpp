@@ -281,6 +281,12 @@ int pi(Protocol p) {
 
 bool supported(const TuningTables& t, const TuningInput& in, Algorithm a, Protocol p) {
   if (in.rccl != nullptr && p == Protocol::LL128 && !rccl_ll128(in.arch)) return false;
+  // RCCL's tables give no bandwidth to what it does not run (NVLS and NVLSTree: no NVSwitch
+  // multicast in its build), whatever GPUs it is told it runs on.
+  if (in.rccl != nullptr && a != Algorithm::Msccl &&
+      in.rccl->bw_ratio[in.nnodes <= 2 ? 0 : 1][ai(a)][pi(p)] <= 0) {
+    return false;
+  }
   if (p == Protocol::LL128 && !in.ll128) return false;
   switch (a) {
     case Algorithm::Ring:
@@ -340,7 +346,7 @@ void ring_steps(const TuningTables& t, const TuningInput& in, int& steps, int& i
 }  // namespace
 
 bool rccl_ll128(fabric::GpuArch arch) {
-  return arch == fabric::GpuArch::Cdna3 || arch == fabric::GpuArch::Cdna4;
+  return fabric::is_amd(arch);
 }
 
 double ll_max_bw(fabric::GpuArch arch, int nnodes, bool amd_host) {
