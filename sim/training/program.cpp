@@ -198,7 +198,11 @@ void ProgramRunner::wake(engine::Simulation& sim, engine::WorkloadId id, uint32_
 void ProgramRunner::complete(engine::Simulation& sim, engine::WorkloadId id, uint32_t r, int s) {
   RankState& st = ranks_[r];
   const Instr& in = current(r, s);
-  if (s == kCompute) times_[r].compute += (sim.now() - st.since[s]).in_seconds();
+  if (s == kCompute) {
+    const double took = (sim.now() - st.since[s]).in_seconds();
+    times_[r].compute += took;
+    times_[r].computed[static_cast<size_t>(in.purpose)] += took;
+  }
   record(r, s, in, st.since[s], sim.now());
   ++st.pc[s];
   st.state[s] = State::Ready;

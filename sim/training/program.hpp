@@ -89,9 +89,10 @@ struct Plan {
 /// Per rank: seconds of the compute stream by state.
 struct RankTime {
   double compute = 0;
-  std::array<double, kPurposes> exposed{};  // blocked on communication of each purpose
-  double bubble = 0;                        // blocked on a pipeline receive
-  double waiting = 0;                       // blocked until the other ranks reached a collective
+  std::array<double, kPurposes> computed{};  // compute by pass: forward, backward, ...
+  std::array<double, kPurposes> exposed{};   // blocked on communication of each purpose
+  double bubble = 0;                         // blocked on a pipeline receive
+  double waiting = 0;                        // blocked until the other ranks reached a collective
   double tail = 0;  // through its program before the last rank (the step's end)
   double total() const;
 };

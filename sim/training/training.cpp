@@ -844,6 +844,8 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
   const auto times = runner_.times();
   for (const RankTime& t : times) {
     mean.compute += t.compute;
+    for (int p = 0; p < kPurposes; ++p)
+      mean.computed[p] += t.computed[p];
     mean.bubble += t.bubble;
     mean.waiting += t.waiting;
     mean.tail += t.tail;
@@ -852,6 +854,13 @@ void TrainingWorkload::figures(engine::WorkloadFigures& out, Time) const {
   }
   const double n = static_cast<double>(times.size()) * steps;
   out.add("compute_s", mean.compute / n);
+  // The compute by pass, as DeepSpeed's timers split a micro-step (fwd, bwd_inner with the
+  // recompute, step): per optimizer step, mean over ranks.
+  for (const Purpose p :
+       {Purpose::Forward, Purpose::Backward, Purpose::Recompute, Purpose::Optimizer}) {
+    out.add(fmt::format("compute_{}_s", purpose_name(p)),
+            mean.computed[static_cast<size_t>(p)] / n);
+  }
   const auto comm = runner_.communication();
   for (const Purpose p :
        {Purpose::Gradients, Purpose::Parameters, Purpose::Tensor, Purpose::Experts}) {

@@ -184,6 +184,31 @@ TEST(TrainingStep, TheBreakdownAddsUpToTheStep) {
   EXPECT_GT(t.values.at("bubble_s"), 0);
 }
 
+TEST(TrainingStep, TheComputeSplitsByPassAsDeepSpeedTimesIt) {
+  // compute_s = forward + backward + recompute + optimizer (DeepSpeed's fwd, bwd_inner and step
+  // timers). Every block's backward costs twice its forward (the model's rule), so without
+  // recomputation backward = 2 x forward; with full activation checkpointing each block's
+  // forward runs again before its backward: recompute = forward.
+  const auto run = [](bool recompute) {
+    return run_scenario(
+               scenario(2, "400Gbps",
+                        std::string(recompute ? "    activation_checkpointing: full\n" : "") +
+                            "    deepspeed: {train_micro_batch_size_per_gpu: 2, "
+                            "gradient_accumulation_steps: 2, bf16: {enabled: true}, "
+                            "zero_optimization: {stage: 1}}"))
+        .values;
+  };
+  for (const bool recompute : {false, true}) {
+    const auto v = run(recompute);
+    const double fwd = v.at("compute_forward_s"), bwd = v.at("compute_backward_s");
+    EXPECT_NEAR(fwd + bwd + v.at("compute_recompute_s") + v.at("compute_optimizer_s"),
+                v.at("compute_s"), 1e-9 * v.at("compute_s"));
+    EXPECT_NEAR(bwd, 2 * fwd, 1e-9 * bwd);
+    EXPECT_NEAR(v.at("compute_recompute_s"), recompute ? fwd : 0.0, 1e-9 * bwd);
+    EXPECT_GT(v.at("compute_optimizer_s"), 0);
+  }
+}
+
 double step_of(int stage, bool reduce_scatter = false, const std::string& nic = "25Gbps") {
   const std::string ds = fmt::format(
       "    deepspeed: {{train_micro_batch_size_per_gpu: 1, gradient_accumulation_steps: 2, "
