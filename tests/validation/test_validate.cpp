@@ -2,11 +2,13 @@
 // or of an unknown benchmark is an error located at the table, and validate_files leaves a bad
 // file out (its error located in it) while the other files are still compared.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 
+#include "sim/scenario/calibration.hpp"
 #include "tests/support/test_support.hpp"
 #include "validation/lib/nccl_tests_log.hpp"
 #include "validation/lib/validate.hpp"
@@ -240,6 +242,56 @@ TEST(Validate, ARowSlowerThanTheNextSizeIsFlaggedUnlessNcclsModelSaysSo) {
   EXPECT_EQ(flagged, std::vector<int64_t>{65536});
   EXPECT_FALSE(rows.back().slower_than_next);
   EXPECT_TRUE(contains(format_report(r), "a100_p4d_2node_efa: 65536 B")) << format_report(r);
+}
+
+TEST(Validate, TheMeasuredNcclReleasePicksTheTuningTables) {
+  // Where the scenario names no tables (nor a library), a table's NCCL version picks them:
+  // 2.8.3's up to 2.11, 2.20.3's up to 2.21, the newest from 2.22. The same rows as with the
+  // tables set by hand; written tables win over the version. Two servers of 8 H100.
+  const std::string dir = test::temp_dir("validate-release");
+  const std::string scenario = write_file(dir, "s.yaml", R"(name: release
+topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {server: hgx-h100}
+  leaf: {uplinks: 8}
+  spine: {count: 1}
+job: {ranks: all}
+)");
+  const auto run = [&](const char* version, const char* tables) {
+    const std::string path = write_file(
+        dir, fmt::format("rows-{}.yaml", version),
+        fmt::format("gpu: H100\ncollective: allreduce\ntables:\n- name: t\n  total_ranks: 16\n{}",
+                    *version != 0 ? fmt::format("  nccl_version: {}\n", version) : "") +
+            dataset_rows());
+    scenario::Overrides o;
+    if (*tables != 0)
+      o.parameters.push_back(
+          scenario::parse_override(fmt::format("nccl.tuning_tables={}", tables), "test"));
+    const ValidationReport r = validate(read_measured({path}), scenario, o);
+    EXPECT_EQ(r.tables.size(), 1u);
+    return r.tables.at(0);
+  };
+  const auto times = [](const ComparedTable& t) {
+    std::vector<double> v;
+    for (const ComparedRow& c : t.rows) {
+      v.push_back(c.simulated_time_us);
+      v.push_back(c.nccl_model_us);
+    }
+    return v;
+  };
+  const ComparedTable v218 = run("2.18.3+cuda12.2", ""), v28 = run("2.8.3+cuda11.2", "");
+  const ComparedTable v226 = run("2.26.2+cuda12.8", ""), none = run("", "");
+  EXPECT_EQ(times(v218), times(run("", "2.20.3")));
+  EXPECT_EQ(times(v28), times(run("", "2.8.3")));
+  EXPECT_EQ(times(v226), times(none));
+  EXPECT_NE(times(v218), times(none));
+  EXPECT_NE(times(v28), times(v218));
+  EXPECT_EQ(times(run("2.18.3+cuda12.2", "newest")), times(none));
+  EXPECT_TRUE(contains(fmt::format("{}", fmt::join(v218.env_applied, " ")),
+                       "tuning_tables=2.20.3 (NCCL 2.18.3+cuda12.2)"));
+  EXPECT_TRUE(none.env_applied.empty());
 }
 
 TEST(Validate, RowsOfNoElementsAreListedButNotCompared) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iterator>
 #include <limits>
@@ -53,6 +54,22 @@ nccl::NcclConfig apply_env(const NcclTestsTable& t, nccl::NcclConfig base, Compa
   }
   if (!any) return base;
   return nccl::read_nccl(ParamReader(env, nccl::nccl_table()), base, true);
+}
+
+/// NCCL's tables for the release the measured table names (its log's "NCCL version", a
+/// dataset's `nccl_version`), where neither the scenario nor the table's environment names the
+/// tables or the library and the GPUs are NVIDIA's: 2.8.3's up to 2.11 (CollNetDirect came with
+/// 2.12), 2.20.3's up to 2.21, the newest from 2.22 (its point-to-point channels, NCCL 2.22 to
+/// 2.28). Applied, it is listed with the NCCL settings.
+nccl::NcclConfig for_release(nccl::NcclConfig c, const std::string& version, fabric::GpuArch arch,
+                             ComparedTable& out) {
+  if (c.rccl || !c.tuning_tables.empty() || fabric::is_amd(arch)) return c;
+  int major = 0, minor = 0;
+  if (std::sscanf(version.c_str(), " %d.%d", &major, &minor) != 2 || major != 2) return c;
+  c.tuning_tables = minor <= 11 ? "2.8.3" : minor <= 21 ? "2.20.3" : "newest";
+  out.env_applied.push_back(fmt::format("tuning_tables={} (NCCL {})", c.tuning_tables,
+                                        version.substr(0, version.find(' '))));
+  return c;
 }
 
 ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size_t index,
@@ -125,7 +142,8 @@ ComparedTable compare(const NcclTestsLog& log, const NcclTestsTable& table, size
   if (o.sizes.empty()) return out;
 
   const double roof_busbw = roofline_busbw(run->fabric, ranks);  // bytes/s
-  const nccl::NcclConfig cfg = apply_env(t, run->nccl, out);
+  const nccl::NcclConfig cfg = for_release(apply_env(t, run->nccl, out), t.nccl_version,
+                                           run->fabric.server_of(ranks.front()).arch, out);
   auto sweep = std::make_unique<nccl::NcclTestsWorkload>(
       "validate", nccl::OpRunner(run->fabric, ranks, cfg), o);
   const nccl::NcclTestsWorkload* s = sweep.get();
