@@ -407,6 +407,29 @@ TEST(NcclTestsLog, FullLogWithHeaderFooterAndRankLines) {
   EXPECT_EQ(t.rows[5].where.line, line_of(text, "17179869184  "));
 }
 
+TEST(NcclTestsLog, NcclsInfoLinesGiveTheRunsSettings) {
+  // With NCCL_DEBUG=INFO, NCCL prints each variable the environment set ("NCCL_ALGO set by
+  // environment to Ring.", one line per rank): they are the table's environment, located at
+  // the value, as a dataset's `env` would be. A run that follows, with a header of its own and
+  // no such lines, has none.
+  std::string text = allreduce_run();
+  const std::string info =
+      "node1:12345:12345 [0] NCCL INFO NCCL_ALGO set by environment to Ring.\n"
+      "node2:22345:22345 [0] NCCL INFO NCCL_ALGO set by environment to Ring.\n"
+      "node1:12345:12345 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0:1,mlx5_1:1.\n";
+  text.insert(text.find("node1:12345:12345 [0] NCCL INFO NCCL version"), info);
+  const NcclTestsLog log = read_nccl_tests_log(text + allreduce_run(), "info.log");
+  ASSERT_EQ(log.tables.size(), 2u);
+  const NcclTestsTable& t = log.tables[0];
+  EXPECT_EQ(t.metadata.at("env.NCCL_ALGO"), "Ring");
+  EXPECT_EQ(t.metadata.at("env.NCCL_IB_HCA"), "mlx5_0:1,mlx5_1:1");
+  const std::string_view second =
+      "node2:22345:22345 [0] NCCL INFO NCCL_ALGO set by environment to ";
+  EXPECT_EQ(t.where_of("env.NCCL_ALGO").line, line_of(text, std::string(second)));
+  EXPECT_EQ(t.where_of("env.NCCL_ALGO").column, static_cast<int>(second.size()) + 1);
+  EXPECT_EQ(log.tables[1].metadata.count("env.NCCL_ALGO"), 0u);
+}
+
 TEST(NcclTestsLog, SlurmLabelPrefixesAreStripped) {
   // srun --label: " 0: " on rank 0's lines, " 8: " on rank 8's NCCL INFO lines.
   std::string text = prefixed(" 0: ", allreduce_run());

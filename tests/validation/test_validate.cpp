@@ -294,6 +294,28 @@ job: {ranks: all}
   EXPECT_TRUE(none.env_applied.empty());
 }
 
+TEST(Validate, SettingsFromNcclsInfoLinesAreApplied) {
+  // A log with NCCL_DEBUG=INFO says what the environment set: NCCL_ALGO=Ring is applied (every
+  // row a ring), NCCL_IB_HCA listed as not modelled, as from a dataset's `env`.
+  const std::string dir = test::temp_dir("validate-info");
+  const std::string head =
+      "# Collective test starting: all_reduce_perf\n"
+      "node1:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring.\n"
+      "node1:1:1 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0.\n"
+      "node1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 16 cudaDev 0 - Init COMPLETE\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n";
+  const std::string path = write_file(dir, "info.log", head + kRows);
+  const ValidationReport r = validate(read_measured({path}), scenario_path(), {});
+  ASSERT_EQ(r.tables.size(), 1u);
+  for (const ComparedRow& c : r.tables[0].rows)
+    EXPECT_EQ(c.algorithm, "Ring") << c.size_bytes;
+  EXPECT_TRUE(
+      contains(fmt::format("{}", fmt::join(r.tables[0].env_applied, " ")), "NCCL_ALGO=Ring"));
+  EXPECT_TRUE(contains(fmt::format("{}", fmt::join(r.tables[0].env_not_modelled, " ")),
+                       "NCCL_IB_HCA=mlx5_0"));
+}
+
 TEST(Validate, RowsOfNoElementsAreListedButNotCompared) {
   // all_gather_perf -b 8 on 16 ranks: its first row holds no float per rank (printed as size
   // 0), which NCCL does not run (the measured 0.27 us is the host's call); the row is listed

@@ -393,6 +393,7 @@ struct Context {
   NcclTestsRunParameters params;
   std::optional<Layout> layout;  // from a column header
   std::map<std::string, std::string> metadata;
+  std::map<std::string, SourceLocation> metadata_where;
   SourceLocation where;
 };
 
@@ -403,6 +404,8 @@ struct Mentions {
   std::string nccl_version;
   int nranks = 0;
   int nodes = 0;
+  /// "NCCL_ALGO set by environment to Ring.": the run's NCCL settings, where NCCL printed them.
+  std::map<std::string, std::pair<std::string, SourceLocation>> env;
 };
 
 struct Line {
@@ -446,7 +449,7 @@ class Parser {
       } else if (t.size() == 1 && is_digits(t[0].text) && i == last_nonblank) {
         cut_after_size(i, line);
       } else {
-        mentions(line.tokens);
+        mentions(i, line.tokens);
       }
     }
     if (cut_) truncate();
@@ -547,7 +550,7 @@ class Parser {
         return x.has_value();
       });
     } else {
-      mentions(t);
+      mentions(i, t);
     }
   }
 
@@ -616,7 +619,7 @@ class Parser {
       if (t[k].text == "device" && on != 0 && device == 0) device = k;
     }
     if (on == 0 || on + 1 >= t.size() || device == 0 || device + 1 >= t.size()) {
-      mentions(t);
+      mentions(i, t);
       return;
     }
     RankInfo r;
@@ -634,7 +637,7 @@ class Parser {
 
   void column_names(size_t i, const std::vector<Token>& t) {
     if (t.size() < 2 || !(t[1].text == "count" || t[1].text == "N")) {
-      mentions(t);
+      mentions(i, t);
       return;
     }
     Context& c = header(i);
@@ -698,10 +701,19 @@ class Parser {
   }
 
   /// Facts a line may mention anywhere: "NCCL version 2.18.3+cuda12.2", "nranks 16",
-  /// "nNodes 2", a benchmark binary "all_reduce_perf".
-  void mentions(const std::vector<Token>& t) {
+  /// "nNodes 2", a benchmark binary "all_reduce_perf", and the settings NCCL's INFO lines
+  /// report, "NCCL_IB_QPS_PER_CONNECTION set by environment to 4." (NCCL_DEBUG=INFO).
+  void mentions(size_t i, const std::vector<Token>& t) {
     for (size_t k = 0; k < t.size(); ++k) {
       const std::string_view w = t[k].text;
+      if ((w.starts_with("NCCL_") || w.starts_with("RCCL_")) && k + 5 < t.size() &&
+          t[k + 1].text == "set" && t[k + 2].text == "by" && t[k + 3].text == "environment" &&
+          t[k + 4].text == "to") {
+        std::string_view value = t[k + 5].text;
+        if (value.ends_with('.')) value.remove_suffix(1);
+        mentioned_.env[std::string(w)] = {std::string(value), origin_.at(i, t[k + 5].column)};
+        continue;
+      }
       if (w == "version" && k > 0 && k + 1 < t.size() &&
           (t[k - 1].text == "NCCL" || t[k - 1].text == "RCCL")) {
         mentioned_.nccl_version = std::string(t[k + 1].text);
@@ -893,7 +905,7 @@ class Parser {
     const auto size = parse_int(line.tokens[0].text);
     if (!table_open_ || pending_fresh_ || closed_ || log_.tables.back().rows.empty() || !size ||
         *size <= log_.tables.back().rows.back().size_bytes) {
-      mentions(line.tokens);
+      mentions(i, line.tokens);
       return;
     }
     cut_ = InputError(origin_.at(i, 1), origin_.key, "a complete row", "only the size");
@@ -925,6 +937,10 @@ class Parser {
       c.nranks_mentioned = mentioned_.nranks;
     if (mentioned_.nodes > 0 && (inherited || c.nodes_mentioned == 0))
       c.nodes_mentioned = mentioned_.nodes;
+    for (const auto& [name, value] : mentioned_.env) {
+      c.metadata["env." + name] = value.first;
+      c.metadata_where["env." + name] = value.second;
+    }
     mentioned_ = Mentions{};
 
     NcclTestsTable t;
@@ -945,6 +961,7 @@ class Parser {
     t.nccl_version = c.nccl_version;
     t.params = c.params;
     t.metadata = c.metadata;
+    t.metadata_where = c.metadata_where;
     t.old_layout = !layout.error_is_count;
     t.where = pending_fresh_ ? c.where : origin_.at(i, 1);
     log_.tables.push_back(std::move(t));
