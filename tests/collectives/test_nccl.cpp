@@ -2374,6 +2374,38 @@ TEST(NcclParameters, BusBandwidthFactorsAreNcclTests) {
     EXPECT_DOUBLE_EQ(busbw_factor(c, 8), 1.0);
 }
 
+TEST(NcclChannels, MinimumsAboveTheLibrarysMaximumAreTakenAsItTakesThem) {
+  // NCCL limits NCCL_MIN_NCHANNELS to its MAXCHANNELS (ncclMinNchannels: "limiting to"), 64 in
+  // the newest release, 32 before; RCCL takes it up to its own, 128 on one node (AMD's advice
+  // for MI300X: NCCL_MIN_NCHANNELS=112) and 64 across nodes, and ignores it above that or above
+  // 64 with fewer than 8 ranks. Channels of a 1 GiB AllReduce (enough data for all of them).
+  const auto channels = [](const std::string& node, int servers, int ranks,
+                           const std::string& nccl) {
+    return run_one(fmt::format(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: {}
+  node: {}
+  leaf: {{uplinks: 8}}
+  spine: {{count: 1}}
+nccl: {{NCCL_ALGO: Ring, NCCL_PROTO: Simple{}}}
+)",
+                               servers, node, nccl),
+                   fmt::format("job: {{ranks: 0-{}}}\n", ranks - 1),
+                   "collective: allreduce, bytes: 1GiB")["channels"];
+  };
+  const std::string h100 = "{gpus: 8, nic_speed: 400Gbps}";
+  const std::string mi300x = "{gpus: 8, gpu_arch: cdna3, scale_up: mesh, nic_speed: 400Gbps}";
+  EXPECT_EQ(channels(h100, 2, 16, ", NCCL_MIN_NCHANNELS: 48"), 48);
+  EXPECT_EQ(channels(h100, 2, 16, ", NCCL_MIN_NCHANNELS: 100"), 64);
+  EXPECT_EQ(channels(h100, 2, 16, ", NCCL_MIN_CTAS: 100, tuning_tables: '2.20.3'"), 32);
+  EXPECT_EQ(channels(h100, 2, 16, ""), 16);
+  EXPECT_EQ(channels(mi300x, 1, 8, ", NCCL_MIN_NCHANNELS: 112, RCCL_MSCCL_ENABLE: 0"), 112);
+  EXPECT_EQ(channels(mi300x, 1, 8, ", RCCL_MSCCL_ENABLE: 0"), 56);
+  EXPECT_EQ(channels(mi300x, 1, 4, ", NCCL_MIN_NCHANNELS: 112, RCCL_MSCCL_ENABLE: 0"), 56);
+  EXPECT_EQ(channels(mi300x, 2, 16, ", NCCL_MIN_NCHANNELS: 112"), 64);
+}
+
 TEST(NcclParameters, BadValuesAreLocatedErrors) {
   struct Case {
     std::string workload, key, expected;
@@ -2390,8 +2422,8 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
        "NCCL_ALGO", "leaves every collective an algorithm"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_PROTO: '^LL,LL128,Simple'}", "NCCL_PROTO",
        "leaves every collective a protocol"},
-      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 40}", "NCCL_MIN_NCHANNELS",
-       "from 0 to 32"},
+      {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_MIN_NCHANNELS: 300}", "NCCL_MIN_NCHANNELS",
+       "from 0 to 256"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_NET: ''}", "NCCL_NET", "plugin's name"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_SOCKET_NTHREADS: 17}",
        "NCCL_SOCKET_NTHREADS", "from 0 to 16"},

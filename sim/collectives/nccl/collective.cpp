@@ -203,7 +203,7 @@ double OpRunner::thread_threshold(Collective c, Protocol p, Algorithm a) const {
   // RCCL's tuning model sets AllGather's and ReduceScatter's across nodes, times the ranks,
   // unless the channels are set (rcclUpdateThreadThreshold).
   const RcclRange* range = rccl() != nullptr ? rccl()->range(c) : nullptr;
-  const bool channels_set = config_.min_channels > 0 || config_.max_channels > 0;
+  const bool channels_set = min_channels() > 0 || config_.max_channels > 0;
   if (range != nullptr && comm_.nnodes() > 1 && !channels_set &&
       (c == Collective::AllGather || c == Collective::ReduceScatter)) {
     const double tuned = p == Protocol::LL      ? range->ll_threads
@@ -219,12 +219,31 @@ double OpRunner::max_threads(Protocol p) const {
   return config_.is_rccl() ? 256 : kThreads[static_cast<int>(p)];
 }
 
+int OpRunner::channel_limit() const {
+  // NCCL: MAXCHANNELS 64 (nccl@593de54, v2.27.7, src/include/device.h), 32 in earlier releases
+  // (2.12's device.h). RCCL: 128, 64 when multi-node (ROCm/rccl src/graph/connect.cc; HARDWARE.md
+  // 6).
+  if (config_.is_rccl()) return comm_.nnodes() > 1 ? 64 : 128;
+  return config_.tuning_tables == "newest" ? 64 : 32;
+}
+
+int OpRunner::min_channels() const {
+  const int asked = std::max(config_.min_channels, config_.min_ctas);
+  const int limit = channel_limit();
+  if (!config_.is_rccl()) return std::min(asked, limit);  // "limiting to %d" (ncclMinNchannels)
+  // RCCL's init.cc sets a minimum it does not allow back to 2, one that is no bound here:
+  // above 64 with fewer than 8 ranks ("ignored due to less than 8 GPUs"), above its maximum
+  // (as ROCm/rocm-systems#11255 quotes them).
+  if (asked > limit || (comm_.nranks() < 8 && asked > 64)) return 0;
+  return asked;
+}
+
 int OpRunner::comm_channels() const {
   int c = default_channels();
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
-  return std::max(c, std::max(config_.min_channels, config_.min_ctas));
+  return std::min(std::max(c, min_channels()), channel_limit());
 }
 
 int OpRunner::channels_for(Collective c, int64_t bytes, Protocol p, Algorithm a) const {
@@ -318,7 +337,7 @@ int OpRunner::nvls_channels() const {
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
-  return std::max(c, std::max(config_.min_channels, config_.min_ctas));
+  return std::min(std::max(c, min_channels()), channel_limit());
 }
 
 engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message,

@@ -155,8 +155,16 @@ class OpRunner {
   /// inside one server NCCL_P2P_NVL_CHUNKSIZE where NVLink (or xGMI) joins the GPUs and
   /// NCCL_P2P_PCI_CHUNKSIZE (128 KiB) over PCIe, within an eighth of the Simple buffer.
   int64_t p2p_chunk() const;
-  /// The communicator's channels (NCCL's comm->nChannels): the default within NCCL_MIN/MAX_*.
+  /// The communicator's channels (NCCL's comm->nChannels): the default within NCCL_MIN/MAX_*,
+  /// at most the library's MAXCHANNELS (channel_limit()).
   int comm_channels() const;
+  /// The most channels the library runs (MAXCHANNELS): NCCL's newest 64, earlier releases 32;
+  /// RCCL 128 on one node, 64 across nodes.
+  int channel_limit() const;
+  /// The lower bound NCCL_MIN_NCHANNELS and NCCL_MIN_CTAS set, as the library takes it: NCCL
+  /// limits it to MAXCHANNELS; RCCL ignores it above its limit, or above 64 for fewer than 8
+  /// ranks.
+  int min_channels() const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): as
   /// NCCL_PXN_DISABLE says, unset as the library decides (default_pxn: NCCL always, RCCL on
   /// MI300-class GPUs from 64 ranks, MI350-class from 32).
