@@ -72,6 +72,7 @@ int nccl_tests(const NcclTestsCommand& c) {
   std::vector<std::string> not_modelled;
   // NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=TUNING): NCCL's log lines of what the model ran.
   std::string debug_level, debug_subsys = "INIT,BOOTSTRAP,ENV";
+  std::vector<std::pair<std::string, std::string>> set_by_env;  // NCCL_* and RCCL_* as passed
   if (!c.env.empty()) {
     // Read like a workload's `nccl:` overrides, so that every key the NCCL model knows is
     // checked; other variables (NCCL_IB_GID_INDEX, UCX_..., as mpirun -x passes anything) are
@@ -88,6 +89,8 @@ int nccl_tests(const NcclTestsCommand& c) {
         (key == "NCCL_DEBUG" ? debug_level : debug_subsys) = kv.substr(eq + 1);
         continue;
       }
+      if (key.starts_with("NCCL_") || key.starts_with("RCCL_"))
+        set_by_env.emplace_back(key, kv.substr(eq + 1));
       if (nccl::nccl_table().find(key) == nullptr) {
         not_modelled.push_back(kv);
         continue;
@@ -136,6 +139,11 @@ int nccl_tests(const NcclTestsCommand& c) {
     // Rank 0's host, as nccl-tests' device list names it.
     const std::string& gpu = names.front();
     log.prefix = fmt::format("{}:0:0 [0] NCCL INFO ", gpu.substr(0, gpu.find('/')));
+    if (nccl::nccl_debug_subsys(debug_subsys, "ENV")) {
+      // As NCCL reports the variables it reads (ENV subsystem), which `validate` reads back.
+      for (const auto& [key, value] : set_by_env)
+        log.init.push_back(fmt::format("{} set by environment to {}.", key, value));
+    }
     if (nccl::nccl_debug_subsys(debug_subsys, "INIT")) {
       const nccl::NcclConfig& nc = s->runner().config();
       if (nc.net_socket) log.init.push_back("Using network Socket");

@@ -332,6 +332,43 @@ TEST(NcclTests, NcclDebugInfoLogsTheChannelsAndTheTunersChoices) {
   EXPECT_EQ(lines(no_init.out, "NCCL INFO AllReduce").size(), 4u);
 }
 
+TEST(NcclTests, NcclDebugInfoReportsTheEnvironmentAndValidateReadsItBack) {
+  // NCCL reports each variable it reads from the environment (ENV, a default subsystem):
+  // "NCCL_ALGO set by environment to Tree." The emulation prints the NCCL_* and RCCL_* it was
+  // given the same way, and `validate` takes them back from the log: its rows run Tree, and
+  // NCCL_IB_HCA is listed as not modelled.
+  const TempDir dir("cli-info-env");
+  const std::string scenario = source_path("validation/scenarios/aws-p4d-efa.yaml");
+  const CommandResult r = run_cli(
+      fmt::format("nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO -x NCCL_ALGO=Tree -x "
+                  "NCCL_IB_HCA=mlx5_0 all_reduce_perf -b 64K -e 1M -f 4",
+                  scenario));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NCCL INFO NCCL_ALGO set by environment to Tree.\n"));
+  EXPECT_THAT(r.out, HasSubstr("NCCL INFO NCCL_IB_HCA set by environment to mlx5_0.\n"));
+  const std::string log = dir / "run.log";
+  std::ofstream(log) << r.out;
+  const CommandResult v = run_cli(fmt::format(
+      "validate --measured {} --scenario {} -o {} --no-plot", log, scenario, dir / "v"));
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_THAT(v.out, HasSubstr("NCCL settings applied: NCCL_ALGO=Tree"));
+  EXPECT_THAT(v.out, HasSubstr("environment not modelled: NCCL_IB_HCA=mlx5_0"));
+  std::ifstream csv(dir / "v/validation.csv");
+  std::string line;
+  std::getline(csv, line);  // the header
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    EXPECT_THAT(line, HasSubstr(",Tree,")) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+  const CommandResult quiet = run_cli(fmt::format(
+      "nccl-tests --scenario {} --no-output -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT -x "
+      "NCCL_ALGO=Tree all_reduce_perf -b 64K -e 64K",
+      scenario));
+  EXPECT_THAT(quiet.out, Not(HasSubstr("set by environment")));
+}
+
 TEST(NcclTests, NcclDebugInfoMatchesNccl28sLogOnTwoP4dServers) {
   // NCCL 2.8.3's own log of all_reduce_perf on 2 AWS p4d.24xlarge (16 A100, 4 x 100G EFA a
   // server; the EFA-on-EKS guide of aws-samples): "8 coll channels, 8 p2p channels, 1 p2p
