@@ -59,19 +59,23 @@ std::string rack_topology(int nodes, int gpus) {
 
 /// A rail-optimized fabric: `nodes` servers of `gpus` GPUs (one NIC each), one leaf per rail
 /// holding every server, so every pair of same-rail NICs is one switch apart (non-blocking).
-std::string rail_topology(int nodes, int gpus, const char* nic_speed = "400Gbps") {
+std::string rail_topology(int nodes, int gpus, const char* nic_speed = "400Gbps",
+                          bool latencies = true) {
+  // (Without latencies every link and switch takes 0 s.)
+  const auto l = [&](const char* t) { return latencies ? t : "0s"; };
   return fmt::format(R"(topology:
   type: rail_optimized
   nodes: {0}
   nodes_per_leaf: {0}
-  node: {{gpus: {1}, nic_speed: {2}, pcie_bandwidth: 400Gbps, pcie_latency: 500ns,
-          nvlink_bandwidth: 450GB/s, nvlink_latency: 250ns}}
-  leaf: {{uplinks: 4, latency: 600ns}}
-  spine: {{count: 4, latency: 3us}}
-  nic_link_latency: 100ns
-  link_latency: 1us
+  node: {{gpus: {1}, nic_speed: {2}, pcie_bandwidth: 400Gbps, pcie_latency: {3},
+          nvlink_bandwidth: 450GB/s, nvlink_latency: {4}}}
+  leaf: {{uplinks: 4, latency: {5}}}
+  spine: {{count: 4, latency: {6}}}
+  nic_link_latency: {7}
+  link_latency: {8}
 )",
-                     nodes, gpus, nic_speed);
+                     nodes, gpus, nic_speed, l("500ns"), l("250ns"), l("600ns"), l("3us"),
+                     l("100ns"), l("1us"));
 }
 
 constexpr const char* kNoNcclLatency =
@@ -109,6 +113,23 @@ Figures run_one(const std::string& topology, const std::string& nccl, const std:
                          workload),
              seed)
       .at("w");
+}
+
+/// The channels of an AllReduce of 1 GiB (data enough for all of them) over the first `ranks`
+/// GPUs of `servers` servers of `node` under one leaf, `nccl` the scenario's NCCL section.
+double channels_of_1gib(const std::string& node, int servers, int ranks, const std::string& nccl) {
+  return run_one(fmt::format(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: {}
+  node: {}
+  leaf: {{uplinks: 8}}
+  spine: {{count: 1}}
+nccl: {{{}}}
+job: {{ranks: 0-{}}}
+)",
+                             servers, node, nccl, ranks - 1),
+                 "", "collective: allreduce, bytes: 1GiB")["channels"];
 }
 
 // ---- NCCL's trees ----
@@ -1225,19 +1246,10 @@ TEST(NcclBehaviour, AFewThreadsSlowLlsKernelNotTheHostsPath) {
   //    bytes 2 (n-1)/n S take 31744 / 1.1016e9 = 28.8 us (the host's cap scaled by the threads
   //    would take 199 us);
   //  * S = 256 KiB runs all 512 threads: the host binds, 2 (n-1)/n S / 1.275e9 = 398.8 us.
-  const std::string topo = R"(topology:
-  type: rail_optimized
-  nodes: 4
-  nodes_per_leaf: 4
-  node: {gpus: 8, nic_speed: 400Gbps, pcie_bandwidth: 400Gbps, pcie_latency: 0s,
-         nvlink_bandwidth: 450GB/s, nvlink_latency: 0s}
-  leaf: {uplinks: 4, latency: 0s}
-  spine: {count: 4, latency: 0s}
-  nic_link_latency: 0s
-  link_latency: 0s
-nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: Ring,
-       NCCL_PROTO: LL, NCCL_MAX_NCHANNELS: 1}
-)";
+  const std::string topo =
+      rail_topology(4, 8, "400Gbps", false) +
+      "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_ALGO: "
+      "Ring, NCCL_PROTO: LL, NCCL_MAX_NCHANNELS: 1}\n";
   const auto one = [&](const char* bytes) {
     return run(topo + fmt::format("workloads:\n  - {{name: ll, type: nccl, collective: "
                                   "allreduce, bytes: {}}}\n",
@@ -1935,19 +1947,12 @@ TEST(NcclBehaviour, AmdGpusRunRcclUnlessTheScenarioNamesALibrary) {
   // cdna4 GPUs runs RCCL (its tables, rccl-mi300) and one of NVIDIA GPUs NCCL (newest); tables
   // that are written name their library. Observable in the channels of a large AllReduce on 2
   // servers of 8 GPUs with 8 NICs each: RCCL's 64 across nodes, NCCL's 2 per NIC, 16.
-  const auto channels = [&](const char* arch, const char* nccl) {
-    return run_one(
-        fmt::format(R"(topology:
-  type: clos
-  racks: 1
-  nodes_per_rack: 2
-  node: {{gpus: 8, gpu_arch: {}, scale_up: {}, nic_speed: 400Gbps}}
-  leaf: {{uplinks: 8}}
-  spine: {{count: 1}}
-nccl: {{{}}}
-)",
-                    arch, std::string_view(arch).starts_with("cdna") ? "mesh" : "nvswitch", nccl),
-        "", "collective: allreduce, bytes: 1GiB")["channels"];
+  const auto channels = [](const char* arch, const char* nccl) {
+    const bool amd = std::string_view(arch).starts_with("cdna");
+    return channels_of_1gib(
+        fmt::format("{{gpus: 8, gpu_arch: {}, scale_up: {}, nic_speed: 400Gbps}}", arch,
+                    amd ? "mesh" : "nvswitch"),
+        2, 16, nccl);
   };
   EXPECT_EQ(channels("cdna3", ""), 64);
   EXPECT_EQ(channels("cdna4", ""), 64);
@@ -2379,20 +2384,9 @@ TEST(NcclChannels, MinimumsAboveTheLibrarysMaximumAreTakenAsItTakesThem) {
   // the newest release, 32 before; RCCL takes it up to its own, 128 on one node (AMD's advice
   // for MI300X: NCCL_MIN_NCHANNELS=112) and 64 across nodes, and ignores it above that or above
   // 64 with fewer than 8 ranks. Channels of a 1 GiB AllReduce (enough data for all of them).
-  const auto channels = [](const std::string& node, int servers, int ranks,
-                           const std::string& nccl) {
-    return run_one(fmt::format(R"(topology:
-  type: clos
-  racks: 1
-  nodes_per_rack: {}
-  node: {}
-  leaf: {{uplinks: 8}}
-  spine: {{count: 1}}
-nccl: {{NCCL_ALGO: Ring, NCCL_PROTO: Simple{}}}
-)",
-                               servers, node, nccl),
-                   fmt::format("job: {{ranks: 0-{}}}\n", ranks - 1),
-                   "collective: allreduce, bytes: 1GiB")["channels"];
+  const auto channels = [](const std::string& node, int servers, int ranks, const char* nccl) {
+    return channels_of_1gib(node, servers, ranks,
+                            std::string("NCCL_ALGO: Ring, NCCL_PROTO: Simple") + nccl);
   };
   const std::string h100 = "{gpus: 8, nic_speed: 400Gbps}";
   const std::string mi300x = "{gpus: 8, gpu_arch: cdna3, scale_up: mesh, nic_speed: 400Gbps}";

@@ -921,9 +921,8 @@ double OpRunner::protocol_cap() const {
   const double per_graph = static_cast<double>(in.graph_channels) / result_.channels;
   const bool tree = result_.algorithm != Algorithm::Ring;
   // A channel whose CTA runs fewer threads (a small operation) moves as much less of what its
-  // kernel moves.
-  const double threads =
-      result_.threads > 0 ? result_.threads / max_threads(result_.protocol) : 1.0;
+  // kernel moves (applied to `bus` at the end, unless a case folds it into its kernel's part).
+  double threads = result_.threads > 0 ? result_.threads / max_threads(result_.protocol) : 1.0;
   double bus = network::kNoRateCap;
   switch (result_.protocol) {
     case Protocol::LL:
@@ -944,7 +943,8 @@ double OpRunner::protocol_cap() const {
         const double kernel =
             in.rccl != nullptr ? network::kNoRateCap
                                : ll_max_bw(in.arch, 1, in.amd_host) / default_channels() * threads;
-        return std::min(bus, kernel) * 1e9 / (tree ? 2.0 : 1.0);
+        bus = std::min(bus, kernel);
+        threads = 1;
       }
       break;
     case Protocol::LL128:
