@@ -780,12 +780,17 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   // (NCCL_LL128_BUFFSIZE / 8 = 600 KiB of wire) only once all its lines have arrived. Two
   // single-GPU servers with 100G NICs, 2 channels on the one NIC each, as in
   // ATreeOfFewSlicesCrossesEachStageAlone: every leg is a network leg.
-  // Tree: both stages take a channel's data a step (or all of it, if less) at a time.
-  //  * 256 KiB: D = 128 KiB, D_w < a step: one piece, each stage alone on its NIC at B:
-  //    T = D_w / (B/2) + 2 L_net + D_w / B = 3 D_w / B + 2 L_net (line by line it would be about
-  //    2 D_w / B + 2 L_net).
-  //  * 64 MiB: D = 32 MiB, N = D_w / step = 56.9 steps; the other channel's stage shares each
-  //    NIC (N - 1) / N of the time: T = D_w / (B/2) + 2 L_net + step (1 + (N - 1) / N) / B.
+  // Tree: both stages take a channel's data a step at a time, and a Tree/LL128 step holds
+  // NCCL's chunk (enqueue.cc): a step's data, 576000 B, halved while a channel's D holds fewer
+  // than 64 / ppn chunks for each of the tree's 1 + log2(nodes) + ppn / 10 = 2.1 steps (134.4)
+  // and the chunk is above 128 KiB, then fewer than 16 / ppn (33.6) and above 32 KiB. With N
+  // = D_w / s_w pieces, the other channel's stage shares each NIC (N - 1) / N of the time:
+  // T = D_w / (B/2) + 2 L_net + s_w (1 + (N - 1) / N) / B.
+  //  * 256 KiB: D = 128 KiB: 0 chunks of 576000, 1 of 288000, 144000 and 72000 (the first rule
+  //    stops at 128 KiB), then 3 of 36000: s = 18000 B, s_w = 19200, N = 7.28 (with a step of
+  //    600 KiB, one piece: 3 D_w / B + 2 L_net, 8.5 us more).
+  //  * 64 MiB: D = 32 MiB: 58 and 116 chunks of 576000 and 288000, 233 of 144000: s_w = 153600,
+  //    N = 233.0.
   // Ring, 64 MiB: chunks of one step of data (576000 B) for each of the n = 2 ranks, so
   // ceil(D / (2 x 576000)) = 30 loops of 2 (n - 1) = 2 steps, K = 60. Each step waits for its
   // upstream's chunk, which crossed the network whole: a chunk to fill it at the channel's
@@ -806,12 +811,43 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
     EXPECT_EQ(w["channels"], 2);
     return w.seconds;
   };
-  const double small = 128 * 1024.0 * 128 / 120;
-  EXPECT_NEAR(time("Tree", "256KiB"), 3 * small / b + 2 * kLnet, 2e-9);
-  const double large = 32 * kMiB * 128 / 120, step = 4915200.0 / 8;
-  const double n = large / step;
-  EXPECT_NEAR(time("Tree", "64MiB"), large / (b / 2) + 2 * kLnet + step * (2 - 1 / n) / b, 2e-9);
+  const auto tree = [&](double d, double s) {
+    const double n = d / s;
+    return d / (b / 2) + 2 * kLnet + s * (2 - 1 / n) / b;
+  };
+  EXPECT_NEAR(time("Tree", "256KiB"), tree(128 * 1024.0 * 128 / 120, 19200), 2e-9);
+  const double large = 32 * kMiB * 128 / 120;
+  EXPECT_NEAR(time("Tree", "64MiB"), tree(large, 153600), 2e-9);
   EXPECT_NEAR(time("Ring", "64MiB"), large / (b / 2) + 60 * kLnet, 2e-9);
+}
+
+TEST(NcclClosedForm, ATreesNetworkStepsLeaveAStepCostApart) {
+  // The tree of Ll128CrossesTheNetworkAStepAtATime at 256 KiB: a channel's D_w = 128 KiB x
+  // 128/120 of wire in N = D_w / s_w = 7.28 steps of s_w = 19200 B. A network step's fixed cost
+  // c is the proxy's posting time of the other channel: (C - 1) x 10 us = 10 us (NCCL's hop
+  // latencies off). The first step leaves at once and each later one c after the one before,
+  // so the channel moves at D_w s_w / ((D_w - s_w) c) = 2.23 GB/s, below its B/2 = 6.13 GB/s on
+  // the NIC, and its data takes (N - 1) c instead of D_w / (B/2); each of the two hops also
+  // waits c more. The slices' way through the stages is the same (both stages' paces are above
+  // either rate): T = T(c = 0) - D_w / (B/2) + (N + 1) c.
+  std::string topo = rail_topology(2, 1);
+  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const double b = test::roce_payload(100e9);
+  const auto time = [&](const char* post, const char* protocol) {
+    const Figures w = run_one(
+        topo,
+        fmt::format("nccl: {{hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: {}}}\n",
+                    post),
+        fmt::format("collective: allreduce, bytes: 256KiB, nccl: {{NCCL_ALGO: Tree, NCCL_PROTO: "
+                    "{}}}",
+                    protocol));
+    EXPECT_EQ(w["channels"], 2);
+    return w.seconds;
+  };
+  const double d = 128 * 1024.0 * 128 / 120, n = d / 19200, c = 10e-6;
+  EXPECT_NEAR(time("10us", "LL128"), time("0s", "LL128") - d / (b / 2) + (n + 1) * c, 2e-9);
+  // Simple's steps, whose chunks are far larger, pay c once a hop only.
+  EXPECT_NEAR(time("10us", "Simple"), time("0s", "Simple") + 2 * c, 2e-9);
 }
 
 TEST(NcclClosedForm, PatSendsEachRankTheBlocksOfItsDimensions) {

@@ -223,7 +223,10 @@ TEST(Validate, TheRooflineIsTheSizeOverTheLineRates) {
 TEST(Validate, ARowSlowerThanTheNextSizeIsFlaggedUnlessNcclsModelSaysSo) {
   // AWS EFA: NCCL 2.8.3's model takes Ring/LL at 64 KiB (42.7 us) and Tree/LL128 at 128 KiB
   // (49.5 us); the simulation charges the ring EFA's 75 us on each of its four network steps
-  // (373 us) and the tree two (194 us). Only that row is flagged: every other row is faster
+  // (373 us) and the tree two (194 us). And at 512 KiB the tree's network steps, NCCL's
+  // Tree/LL128 chunks of 18000 B, leave a step's cost apart (407 us; measured 410), where 1
+  // MiB's Ring/LL128 (NCCL's model: 89.7 and 114.8 us) is simulated too fast, as EFA's rings
+  // are (381 us; measured 484). Only those two rows are flagged: every other row is faster
   // than the next.
   const ValidationReport r = validate(
       read_measured(
@@ -239,7 +242,7 @@ TEST(Validate, ARowSlowerThanTheNextSizeIsFlaggedUnlessNcclsModelSaysSo) {
     EXPECT_GT(rows[i].simulated_time_us, rows[i + 1].simulated_time_us);
     EXPECT_LE(rows[i].nccl_model_us, rows[i + 1].nccl_model_us);
   }
-  EXPECT_EQ(flagged, std::vector<int64_t>{65536});
+  EXPECT_EQ(flagged, (std::vector<int64_t>{65536, 524288}));
   EXPECT_FALSE(rows.back().slower_than_next);
   EXPECT_TRUE(contains(format_report(r), "a100_p4d_2node_efa: 65536 B")) << format_report(r);
 }

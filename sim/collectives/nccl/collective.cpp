@@ -536,6 +536,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
     const double data = static_cast<double>(bytes / nch + (ch < bytes % nch ? 1 : 0));
     if (data <= 0) continue;
     Channel chan;
+    chan.net_step = step_wire;
     // The channel's edges and their connections, made once per shape and kept: a later
     // operation with the same algorithm, root, channel and message size reuses them.
     const auto legs_of = [&](LegShape shape, auto make) -> const std::vector<Edge>& {
@@ -662,6 +663,8 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       }
       chan.slice = std::min(slice, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
+      if (tree && p == Protocol::LL128)
+        chan.net_step = tree_ll128_chunk(static_cast<double>(bytes), step_data) / traits.efficiency;
     }
     double net_max = 0, nvlink_max = 0, sum = 0;
     for (size_t i = 0; i < edges->size(); ++i) {
@@ -676,7 +679,18 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       // sendProxyProgress): a network leg takes the channel's data a chunk (one step) at a time.
       if (!traits.slices && (*edges)[i].network) {
         chan.leg_slice.resize(edges->size(), chan.slice);
-        chan.leg_slice[i] = chan.ring ? chan.chunk : std::min(step_wire, chan.wire_bytes);
+        chan.leg_slice[i] = chan.ring ? chan.chunk : std::min(chan.net_step, chan.wire_bytes);
+        // A chain's or tree's network steps do not overlap their fixed cost (the kernel's flag
+        // polls and fences, the proxy posting the step): the first leaves at once, each later
+        // one a step cost after the one before, so D bytes in steps of s take (D - s) x cost /
+        // s beyond the first. (A ring's steps wait for their upstream data, and its fill
+        // charges the cost step after step on its first pass.)
+        const double s = chan.leg_slice[i];
+        if (!chan.ring && chan.wire_bytes > s && chan.step_us.back() > 0) {
+          chan.step_pace =
+              std::min(chan.step_pace,
+                       chan.wire_bytes * s / ((chan.wire_bytes - s) * chan.step_us.back() * 1e-6));
+        }
       }
     }
     if (!chan.ring && !chan.leg_slice.empty()) {
@@ -1039,6 +1053,25 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   return chunk;
 }
 
+double OpRunner::tree_ll128_chunk(double bytes, double step) const {
+  // NCCL (enqueue.cc, since LL128 came in 2.5; RCCL's copy alike) fills a Tree/LL128 step with
+  // a chunk of one step's data, halved while the operation has too few chunks per channel for
+  // the tree's steps, 1 + log2(nodes) + ppn / 10 of them: below 64 / ppn chunks per step (down
+  // to 128 KiB), then below 16 / ppn (down to 32 KiB). The channel's bytes over the chunk are
+  // an integer division in NCCL, as here.
+  const double ppn = static_cast<double>(comm_.nranks()) / comm_.nnodes();
+  const double steps = 1 + std::floor(std::log2(comm_.nnodes())) + 0.1 * ppn;
+  const double per_channel = bytes / result_.channels;
+  double chunk = step;
+  auto shrink = [&](double per_step, double floor_bytes) {
+    while (std::floor(per_channel / chunk) < steps * per_step / ppn && chunk > floor_bytes)
+      chunk = std::floor(chunk / 2);
+  };
+  shrink(64, 131072);
+  shrink(16, 32768);
+  return chunk;
+}
+
 std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulation& sim, int i,
                                                                int j, int k) {
   const int n = comm_.nranks();
@@ -1397,7 +1430,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
       double window = buffer;
       if (!chan.ring) {
         const double step =
-            slices ? chan.slice / chan.heads : std::min(buffer / kNcclSteps, chan.wire_bytes);
+            slices ? chan.slice / chan.heads : std::min(chan.net_step, chan.wire_bytes);
         window = chan.heads * std::min(buffer, kNcclSteps * step);
       }
       double rtt = 0;
@@ -1416,6 +1449,7 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
         cap = chan.wire_bytes * window / ((chan.wire_bytes - window) * rtt);
       }
       cap = std::min(cap, kernel_cap);
+      cap = std::min(cap, chan.step_pace);
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
                    tag(kPipeline, ch), reduces_in_network(result_.algorithm, comm_.nnodes()),

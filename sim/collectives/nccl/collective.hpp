@@ -42,7 +42,8 @@
 //    plus a slice through every stage but the slowest, each at its own pace ((H-1) s/r when all
 //    are as slow as the channel). Trees and CollNet forward whole chunks (one step, halved for
 //    operations too small to fill the pipeline, as NCCL does), chains one step at a time, LL
-//    and LL128 line by line through NVLink and a step at a time through the network;
+//    and LL128 line by line through NVLink and a step at a time through the network (Tree/LL128
+//    a step of NCCL's smaller chunk), their network steps one step cost apart;
 //  * NVLS (one node) and NVLSTree: every GPU's scale-up link carries (1 + 1/ppn) of the data each
 //    way at NCCL's NVLS efficiency (the heads' multimem reduce and multicast), NVLSTree's heads a
 //    tree of the nodes over their NICs; F = one NVLS step + 2 x depth network hops + (H-1) s/r,
@@ -209,6 +210,12 @@ class OpRunner {
     // The wire bytes a leg forwards at a time, where they differ from `slice` (LL and LL128
     // cross the network a buffer step at a time); empty: `slice` on every leg.
     std::vector<double> leg_slice;
+    // LL and LL128: the wire bytes of one step through the network (a buffer step, or the
+    // smaller chunk of a Tree/LL128 operation), which the proxy sends once all its lines are in.
+    double net_step = 0;
+    // LL and LL128 chains and trees: the rate at which their network steps leave, one step
+    // cost apart (wire bytes per second; none otherwise).
+    double step_pace = network::kNoRateCap;
     // Chain/tree: the same per stage (its legs' largest); empty: `slice` on every stage.
     std::vector<double> stage_slice;
     int depth = 0;               // NVLSTree: network hops from the deepest node to the root
@@ -256,6 +263,8 @@ class OpRunner {
   double nvls_chunk(double bytes, Algorithm a) const;
   /// Data per chunk (= slice) of a Tree or CollNetChain operation with Simple.
   double tree_chunk(double bytes, double step, bool tree) const;
+  /// Data per chunk (= network step) of a Tree operation with LL128.
+  double tree_ll128_chunk(double bytes, double step) const;
   /// Data per chunk of each head of a CollNetDirect operation.
   double direct_chunk(double bytes, double step, int heads) const;
   /// PAT's AllGather or ReduceScatter: each rank's blocks to its peers at distances 2^j.
