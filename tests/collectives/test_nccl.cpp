@@ -791,6 +791,9 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   //    600 KiB, one piece: 3 D_w / B + 2 L_net, 8.5 us more).
   //  * 64 MiB: D = 32 MiB: 58 and 116 chunks of 576000 and 288000, 233 of 144000: s_w = 153600,
   //    N = 233.0.
+  //  * 40 MB: D = 2e7 B: 34, 69 and 138 chunks: s_w = 153600. NCCL 2.8 halves the step's
+  //    wire bytes instead (614400: 32, 65 and 130 chunks of 307200 and 153600, then 76800):
+  //    s_w = 76800.
   // Ring, 64 MiB: chunks of one step of data (576000 B) for each of the n = 2 ranks, so
   // ceil(D / (2 x 576000)) = 30 loops of 2 (n - 1) = 2 steps, K = 60. Each step waits for its
   // upstream's chunk, which crossed the network whole: a chunk to fill it at the channel's
@@ -818,6 +821,15 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   EXPECT_NEAR(time("Tree", "256KiB"), tree(128 * 1024.0 * 128 / 120, 19200), 2e-9);
   const double large = 32 * kMiB * 128 / 120;
   EXPECT_NEAR(time("Tree", "64MiB"), tree(large, 153600), 2e-9);
+  const double d40 = 2e7 * 128 / 120;
+  EXPECT_NEAR(time("Tree", "40MB"), tree(d40, 153600), 2e-9);
+  const Figures w28 =
+      run_one(topo,
+              "nccl: {tuning_tables: \"2.8.3\", hop_latency_factor: 0, launch_latency: 0s, "
+              "proxy_post_latency: 0s}\n",
+              "collective: allreduce, bytes: 40MB, nccl: {NCCL_ALGO: Tree, NCCL_PROTO: LL128}");
+  EXPECT_EQ(w28["channels"], 2);
+  EXPECT_NEAR(w28.seconds, tree(d40, 76800), 2e-9);
   EXPECT_NEAR(time("Ring", "64MiB"), large / (b / 2) + 60 * kLnet, 2e-9);
 }
 

@@ -664,7 +664,7 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
       chan.slice = std::min(slice, data) / traits.efficiency;
       chan.wire_bytes = data / traits.efficiency;
       if (tree && p == Protocol::LL128)
-        chan.net_step = tree_ll128_chunk(static_cast<double>(bytes), step_data) / traits.efficiency;
+        chan.net_step = tree_ll128_chunk(static_cast<double>(bytes), step_wire, traits.efficiency);
     }
     double net_max = 0, nvlink_max = 0, sum = 0;
     for (size_t i = 0; i < edges->size(); ++i) {
@@ -1053,23 +1053,26 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   return chunk;
 }
 
-double OpRunner::tree_ll128_chunk(double bytes, double step) const {
+double OpRunner::tree_ll128_chunk(double bytes, double step_wire, double efficiency) const {
   // NCCL (enqueue.cc, since LL128 came in 2.5; RCCL's copy alike) fills a Tree/LL128 step with
-  // a chunk of one step's data, halved while the operation has too few chunks per channel for
-  // the tree's steps, 1 + log2(nodes) + ppn / 10 of them: below 64 / ppn chunks per step (down
-  // to 128 KiB), then below 16 / ppn (down to 32 KiB). The channel's bytes over the chunk are
-  // an integer division in NCCL, as here.
+  // a chunk of one step, halved while the operation has too few chunks per channel for the
+  // tree's steps, 1 + log2(nodes) + ppn / 10 of them: below 64 / ppn chunks per step (down to
+  // 128 KiB), then below 16 / ppn (down to 32 KiB). The channel's bytes over the chunk are an
+  // integer division in NCCL, as here. NCCL 2.8 halves the step's wire bytes and takes the
+  // data of the chunk left (computeColl); the later releases pinned here, and RCCL, halve the
+  // step's data (calcCollChunking).
   const double ppn = static_cast<double>(comm_.nranks()) / comm_.nnodes();
   const double steps = 1 + std::floor(std::log2(comm_.nnodes())) + 0.1 * ppn;
   const double per_channel = bytes / result_.channels;
-  double chunk = step;
+  const bool on_wire = tables_.nccl28;
+  double chunk = on_wire ? step_wire : step_wire * efficiency;
   auto shrink = [&](double per_step, double floor_bytes) {
     while (std::floor(per_channel / chunk) < steps * per_step / ppn && chunk > floor_bytes)
       chunk = std::floor(chunk / 2);
   };
   shrink(64, 131072);
   shrink(16, 32768);
-  return chunk;
+  return on_wire ? chunk : chunk / efficiency;
 }
 
 std::pair<engine::ConnectionId, bool> OpRunner::p2p_connection(engine::Simulation& sim, int i,

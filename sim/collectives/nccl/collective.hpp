@@ -263,8 +263,8 @@ class OpRunner {
   double nvls_chunk(double bytes, Algorithm a) const;
   /// Data per chunk (= slice) of a Tree or CollNetChain operation with Simple.
   double tree_chunk(double bytes, double step, bool tree) const;
-  /// Data per chunk (= network step) of a Tree operation with LL128.
-  double tree_ll128_chunk(double bytes, double step) const;
+  /// Wire bytes per chunk (= network step) of a Tree operation with LL128.
+  double tree_ll128_chunk(double bytes, double step_wire, double efficiency) const;
   /// Data per chunk of each head of a CollNetDirect operation.
   double direct_chunk(double bytes, double step, int heads) const;
   /// PAT's AllGather or ReduceScatter: each rank's blocks to its peers at distances 2^j.
