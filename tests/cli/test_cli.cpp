@@ -128,6 +128,33 @@ TEST(Readme, TheScenarioRunsWhereItSaysToSaveIt) {
   EXPECT_THAT(r.out, HasSubstr("scenario my-study"));
 }
 
+TEST(Run, StartsOnceMoreForHugePagesWhereTheKernelGivesThemOnRequest) {
+  // glibc reads GLIBC_TUNABLES when a process starts, so rocesim starts itself again with
+  // glibc.malloc.hugetlb=1 where transparent huge pages are "madvise" (cli/main.cpp). The
+  // dynamic loader's LD_DEBUG=libs says "initialize program" at each start: twice then, once
+  // where the kernel has no such mode, in a sanitizer's build, or when the user set the tunable.
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(thp, modes);
+  bool restarts = modes.find("[madvise]") != std::string::npos;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  restarts = false;
+#endif
+  const auto starts = [&](const char* env) {
+    const CommandResult r = run_command(
+        fmt::format("env -u GLIBC_TUNABLES {} LD_DEBUG=libs {} --version", env, cli_path()));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    size_t n = 0;
+    for (size_t at = r.err.find("initialize program"); at != std::string::npos;
+         at = r.err.find("initialize program", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(starts(""), restarts ? 2u : 1u) << modes;
+  EXPECT_EQ(starts("GLIBC_TUNABLES=glibc.malloc.hugetlb=0"), 1u);
+}
+
 TEST(Run, NotesATruncatedFlowTableOnlyWhenItWritesOne) {
   // results.h5 keeps output.max_flows flow records, and the summary says when it keeps fewer
   // than the run had; without a results file there is no table to speak of.
