@@ -1054,8 +1054,8 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
 }
 
 double OpRunner::tree_ll128_chunk(double bytes, double step_wire, double efficiency) const {
-  // NCCL (enqueue.cc, since LL128 came in 2.5; RCCL's copy alike) fills a Tree/LL128 step with
-  // a chunk of one step, halved while the operation has too few chunks per channel for the
+  // NCCL (enqueue.cc, in every release pinned here; RCCL's copy alike) fills a Tree/LL128 step
+  // with a chunk of one step, halved while the operation has too few chunks per channel for the
   // tree's steps, 1 + log2(nodes) + ppn / 10 of them: below 64 / ppn chunks per step (down to
   // 128 KiB), then below 16 / ppn (down to 32 KiB). The channel's bytes over the chunk are an
   // integer division in NCCL, as here. NCCL 2.8 halves the step's wire bytes and takes the
