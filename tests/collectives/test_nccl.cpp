@@ -911,10 +911,12 @@ TEST(NcclClosedForm, InNetworkReductionHalvesTheWireBytesOfAllReduce) {
   // combines the streams, so a NIC link carries one stream per channel at B/2. Bandwidth term
   // (S/2) / (B/2) = S / B, against 2(n-1)/n x S / B = 1.5 S / B for the ring: CollNet's own bus
   // bandwidth factor is 1 (reported as collnet_busbw_GBps; busbw keeps nccl-tests' 2(n-1)/n).
-  // Fill: one leg's latency up and down through the leaf (2p + 2n + f = L_net) plus one chunk of
-  // 512 KiB at B/2 (2 hops: to the switch and back). The tree kernel's throughput (Hopper, 4
-  // nodes: 36 GB/s of bus bandwidth per graph channel, 9 GB/s of data a channel) is above B/2.
-  const double s = 256 * kMiB, chunk = 512 * 1024, b = test::roce_payload(100e9);
+  // Fill: one leg's latency up and down through the leaf (2p + 2n + f = L_net) plus one chunk at
+  // B/2 (2 hops: to the switch and back), NCCL's CollNetChain chunk (calcCollChunking): at most
+  // 256 KiB of the 512 KiB step, halved only below 64 chunks a channel per rank of the chain
+  // (here 512). The tree kernel's throughput (Hopper, 4 nodes: 36 GB/s of bus bandwidth per
+  // graph channel, 9 GB/s of data a channel) is above B/2.
+  const double s = 256 * kMiB, chunk = 256 * 1024, b = test::roce_payload(100e9);
   const std::string nccl =
       "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, "
       "NCCL_COLLNET_ENABLE: 1}\n";
@@ -934,8 +936,9 @@ TEST(NcclClosedForm, CollNetChainMovesAtTheTreeKernelsThroughput) {
   // perChMaxTreeBw per channel of NCCL's graph, a bus bandwidth counting the data up and down.
   // Hopper, 4 nodes: 36 GB/s a graph channel; one graph channel (one NIC a server) run as 2:
   // 18 GB/s a channel, 9 GB/s of data, below B/2 = 24.5 GB/s. Each channel carries S/2, so the
-  // data take S / 18 GB/s; the fill is the previous test's (stages at the links' pace B/2).
-  const double s = 256 * kMiB, chunk = 512 * 1024, kernel = 36e9 / 2 / 2;
+  // data take S / 18 GB/s; the fill is the previous test's (stages at the links' pace B/2, a
+  // chunk of 256 KiB).
+  const double s = 256 * kMiB, chunk = 256 * 1024, kernel = 36e9 / 2 / 2;
   const std::string nccl =
       "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, "
       "NCCL_COLLNET_ENABLE: 1}\n";

@@ -1031,9 +1031,11 @@ double OpRunner::direct_chunk(double bytes, double step, int heads) const {
 double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   // NCCL (enqueue.cc) moves Tree and CollNet data with Simple in chunks of one step, halved
   // while the operation has too few chunks per channel to fill the pipeline: below 8, 4 and 1
-  // chunks per level of depth for Tree (down to 128, 64 and 32 KiB), 16 and 4 for CollNet (down
-  // to 128 and 64 KiB). NCCL's depth estimate: ranks per node - 1 + floor(log2(nodes)) for the
-  // tree, ranks per node for CollNet's chains.
+  // chunks per level of depth for Tree (down to 128, 64 and 32 KiB); for CollNet below 16, 4
+  // and 1 (NCCL 2.8's computeColl) or, from a chunk of at most 256 KiB, below 64, 8 and 1 (the
+  // later releases' CollNetChain, calcCollChunking), down to 128, 64 and 32 KiB. NCCL's depth
+  // estimate: ranks per node - 1 + floor(log2(nodes)) for the tree, ranks per node for
+  // CollNet's chains.
   const double depth = tree ? comm_.ppn() - 1 + std::floor(std::log2(comm_.nnodes()))
                             : static_cast<double>(comm_.ppn());
   const double per_channel = bytes / result_.channels;
@@ -1045,11 +1047,15 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   if (tree) {
     shrink(8, 128 << 10);
     shrink(4, 64 << 10);
-    shrink(1, 32 << 10);
-  } else {
+  } else if (tables_.nccl28) {
     shrink(16, 128 << 10);
     shrink(4, 64 << 10);
+  } else {
+    chunk = std::min(chunk, 256.0 * 1024);
+    shrink(64, 128 << 10);
+    shrink(8, 64 << 10);
   }
+  shrink(1, 32 << 10);
   return chunk;
 }
 
