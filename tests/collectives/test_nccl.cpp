@@ -719,33 +719,43 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   // 1, on the mirrored tree, up 0 -> 1 and down 1 -> 0. A NIC's send side carries one channel's
   // up and the other's down: 2 streams in the steady state, so each channel moves at r = B/2
   // (below the Tree/Simple kernel's per-channel throughput). Fill: both legs' latencies, 2 L_net,
-  // and a slice s through every stage but the slowest, each at its own pace.
-  //  * 64 KiB: D = 32 KiB a channel, the chunk halved to 32 KiB: one slice. While it goes up,
-  //    nothing goes down, so each stage has the NIC to itself: pace B, and
-  //    T = D / (B/2) + 2 L_net + s / B = 3 s / B + 2 L_net.
-  //  * 4 MiB: D = 2 MiB, chunk 256 KiB: N = 8 slices. Stage 0 is busy 8 slice times and the
-  //    other channel's stage 1, one slice behind, shares its NIC for 7 of them: the stage's
-  //    load is 1 + 7/8 on average, its pace B / (15/8): T = D / (B/2) + 2 L_net + 15 s / (8 B).
-  //  * 2,000 KiB: D = 1,000 KiB, chunk 128 KiB (halved while under 8 chunks a channel): N =
-  //    7.8125, a partial last slice, and the load 1 + (N - 1) / N, no whole count of slices:
-  //    T = D / (B/2) + 2 L_net + s (2 - 1/N) / B.
+  // and a slice s through every stage but the slowest, each at its own pace. With N slices,
+  // the other channel's stage, one slice behind, shares each NIC (N - 1) / N of the time: the
+  // stage's load is 1 + (N - 1) / N, its pace B / (2 - 1/N), and
+  // T = D / (B/2) + 2 L_net + s (2 - 1/N) / B.
+  //  * 64 KiB: D = 32 KiB a channel, one slice (N = 1): while it goes up, nothing goes down, so
+  //    each stage has the NIC to itself: T = D / (B/2) + 2 L_net + s / B = 3 s / B + 2 L_net.
+  //  * The chunk is a step, 512 KiB (calcCollChunking of the later releases halves no Tree/Simple
+  //    chunk): 4 MiB, D = 2 MiB: N = 4; 2,000 KiB, D = 1,000 KiB: N = 1.95, a partial last
+  //    slice and no whole count of slices.
+  //  * NCCL 2.8 (computeColl) halves it while a channel has fewer than 8, 4 and 1 chunks per
+  //    level of the tree's depth (here ppn - 1 + log2(2) = 1; down to 128, 64 and 32 KiB): 4
+  //    MiB, 256 KiB and N = 8; 2,000 KiB, 128 KiB and N = 7.8125.
   std::string topo = rail_topology(2, 1);
   topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
   const double b = test::roce_payload(100e9);
-  const auto time = [&](const char* bytes) {
-    const Figures w =
-        run_one(topo, kNoNcclLatency,
-                fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: Tree}}", bytes));
+  const auto time = [&](const char* bytes, const char* tables) {
+    const Figures w = run_one(
+        topo,
+        fmt::format("nccl: {{tuning_tables: \"{}\", hop_latency_factor: 0, launch_latency: 0s, "
+                    "proxy_post_latency: 0s, NCCL_PROTO: Simple}}\n",
+                    tables),
+        fmt::format("collective: allreduce, bytes: {}, nccl: {{NCCL_ALGO: Tree}}", bytes));
     EXPECT_EQ(w.notes.at("algorithm"), "Tree");
     EXPECT_EQ(w["channels"], 2);
     return w.seconds;
   };
-  const double small = 32 * 1024.0;
-  EXPECT_NEAR(time("64KiB"), 3 * small / b + 2 * kLnet, 2e-9);
-  const double d = 2 * kMiB, slice = 256 * 1024.0;
-  EXPECT_NEAR(time("4MiB"), d / (b / 2) + 2 * kLnet + 15 * slice / (8 * b), 2e-9);
-  const double part = 1000 * 1024.0, chunk = 128 * 1024.0, n = part / chunk;
-  EXPECT_NEAR(time("2000KiB"), part / (b / 2) + 2 * kLnet + chunk * (2 - 1 / n) / b, 2e-9);
+  const auto tree = [&](double d, double s) {
+    const double n = std::max(1.0, d / s);
+    return d / (b / 2) + 2 * kLnet + std::min(s, d) * (2 - 1 / n) / b;
+  };
+  const double small = 32 * 1024.0, d = 2 * kMiB, part = 1000 * 1024.0, step = 512 * 1024.0;
+  EXPECT_NEAR(time("64KiB", "newest"), 3 * small / b + 2 * kLnet, 2e-9);
+  EXPECT_NEAR(time("4MiB", "newest"), tree(d, step), 2e-9);
+  EXPECT_NEAR(time("2000KiB", "newest"), tree(part, step), 2e-9);
+  EXPECT_NEAR(time("64KiB", "2.8.3"), 3 * small / b + 2 * kLnet, 2e-9);
+  EXPECT_NEAR(time("4MiB", "2.8.3"), tree(d, 256 * 1024.0), 2e-9);
+  EXPECT_NEAR(time("2000KiB", "2.8.3"), tree(part, 128 * 1024.0), 2e-9);
 }
 
 TEST(NcclClosedForm, AnOperationRepeatedAfterALinkChangesTakesTheNewPace) {

@@ -1031,9 +1031,12 @@ double OpRunner::direct_chunk(double bytes, double step, int heads) const {
 double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
   // NCCL (enqueue.cc) moves Tree and CollNet data with Simple in chunks of one step, halved
   // while the operation has too few chunks per channel to fill the pipeline: below 8, 4 and 1
-  // chunks per level of depth for Tree (down to 128, 64 and 32 KiB); for CollNet below 16, 4
-  // and 1 (NCCL 2.8's computeColl) or, from a chunk of at most 256 KiB, below 64, 8 and 1 (the
-  // later releases' CollNetChain, calcCollChunking), down to 128, 64 and 32 KiB. NCCL's depth
+  // chunks per level of depth for Tree (down to 128, 64 and 32 KiB; NCCL 2.8's computeColl;
+  // the later releases' calcCollChunking halves no Tree/Simple chunk. RCCL's is taken to halve
+  // as NCCL 2.8 did: its source was not at hand, and its measured Tree/Simple rows of 32-128
+  // MiB on 2 MI300X and MI355X servers come out 17-58% slow with whole steps); for CollNet below
+  // 16, 4 and 1 (NCCL 2.8's computeColl) or, from a chunk of at most 256 KiB, below 64, 8 and 1
+  // (the later releases' CollNetChain, calcCollChunking), down to 128, 64 and 32 KiB. NCCL's depth
   // estimate: ranks per node - 1 + floor(log2(nodes)) for the tree, ranks per node for
   // CollNet's chains.
   const double depth = tree ? comm_.ppn() - 1 + std::floor(std::log2(comm_.nnodes()))
@@ -1045,6 +1048,7 @@ double OpRunner::tree_chunk(double bytes, double step, bool tree) const {
       chunk /= 2;
   };
   if (tree) {
+    if (!tables_.nccl28 && !config_.is_rccl()) return chunk;  // a whole step
     shrink(8, 128 << 10);
     shrink(4, 64 << 10);
   } else if (tables_.nccl28) {
