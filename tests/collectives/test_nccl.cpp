@@ -731,8 +731,7 @@ TEST(NcclClosedForm, ATreeOfFewSlicesCrossesEachStageAlone) {
   //  * NCCL 2.8 (computeColl) halves it while a channel has fewer than 8, 4 and 1 chunks per
   //    level of the tree's depth (here ppn - 1 + log2(2) = 1; down to 128, 64 and 32 KiB): 4
   //    MiB, 256 KiB and N = 8; 2,000 KiB, 128 KiB and N = 7.8125.
-  std::string topo = rail_topology(2, 1);
-  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const std::string topo = rail_topology(2, 1, "100Gbps");
   const double b = test::roce_payload(100e9);
   const auto time = [&](const char* bytes, const char* tables) {
     const Figures w = run_one(
@@ -764,8 +763,7 @@ TEST(NcclClosedForm, AnOperationRepeatedAfterALinkChangesTakesTheNewPace) {
   // uplink slows from 100 to 50 Gb/s during the first of two back-to-back operations, so the
   // second runs wholly on the slower link, as an operation started on it would:
   // T(2 operations) - T(1 operation) = T(1 operation started after the change).
-  std::string topo = rail_topology(2, 1);
-  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const std::string topo = rail_topology(2, 1, "100Gbps");
   const std::string nccl =
       "nccl: {hop_latency_factor: 0, launch_latency: 0s, proxy_post_latency: 0s, NCCL_PROTO: "
       "Simple}\n";
@@ -810,8 +808,7 @@ TEST(NcclClosedForm, Ll128CrossesTheNetworkAStepAtATime) {
   // rate r = B/2, then L_net to cross, and the receiver forwards from the first line on; so
   // every step in the chain of K adds L_net to its own c / r: T = D_w / (B/2) + K L_net (line by
   // line the wire would hide under c / r, leaving L_net once).
-  std::string topo = rail_topology(2, 1);
-  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const std::string topo = rail_topology(2, 1, "100Gbps");
   const double b = test::roce_payload(100e9);
   const auto time = [&](const char* algorithm, const char* bytes) {
     const Figures w =
@@ -852,8 +849,7 @@ TEST(NcclClosedForm, ATreesNetworkStepsLeaveAStepCostApart) {
   // the NIC, and its data takes (N - 1) c instead of D_w / (B/2); each of the two hops also
   // waits c more. The slices' way through the stages is the same (both stages' paces are above
   // either rate): T = T(c = 0) - D_w / (B/2) + (N + 1) c.
-  std::string topo = rail_topology(2, 1);
-  topo.replace(topo.find("nic_speed: 400Gbps"), 18, "nic_speed: 100Gbps");
+  const std::string topo = rail_topology(2, 1, "100Gbps");
   const double b = test::roce_payload(100e9);
   const auto time = [&](const char* post, const char* protocol) {
     const Figures w = run_one(
