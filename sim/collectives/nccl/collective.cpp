@@ -238,12 +238,15 @@ int OpRunner::min_channels() const {
   return asked;
 }
 
-int OpRunner::comm_channels() const {
-  int c = default_channels();
+int OpRunner::bounded_channels(int c) const {
   for (int bound : {config_.max_channels, config_.max_ctas}) {
     if (bound > 0) c = std::min(c, bound);
   }
   return std::min(std::max(c, min_channels()), channel_limit());
+}
+
+int OpRunner::comm_channels() const {
+  return bounded_channels(default_channels());
 }
 
 int OpRunner::channels_for(Collective c, int64_t bytes, Protocol p, Algorithm a) const {
@@ -332,12 +335,9 @@ int OpRunner::nvls_channels() const {
   // NCCL's nvlsChannels (src/transport/nvls.cc): 16 on Hopper; Blackwell 24 inside one NVLink
   // domain, 32 across.
   const fabric::GpuArch arch = f_.servers()[f_.node(comm_.ranks().front()).server].arch;
-  int c = arch == fabric::GpuArch::Blackwell ? (comm_.nnodes() > 1 ? 32 : 24) : 16;
+  const int c = arch == fabric::GpuArch::Blackwell ? (comm_.nnodes() > 1 ? 32 : 24) : 16;
   // NCCL bounds them by the CTA limits like its other channels.
-  for (int bound : {config_.max_channels, config_.max_ctas}) {
-    if (bound > 0) c = std::min(c, bound);
-  }
-  return std::min(std::max(c, min_channels()), channel_limit());
+  return bounded_channels(c);
 }
 
 engine::ConnectionId OpRunner::connection(engine::Simulation& sim, const Edge& e, int64_t message,

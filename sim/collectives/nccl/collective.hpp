@@ -166,6 +166,8 @@ class OpRunner {
   /// limits it to MAXCHANNELS; RCCL ignores it above its limit, or above 64 for fewer than 8
   /// ranks.
   int min_channels() const;
+  /// c within NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS, the minimum and the library's limit.
+  int bounded_channels(int c) const;
   /// Whether network sends go through the GPU on the destination's rail (PXN): as
   /// NCCL_PXN_DISABLE says, unset as the library decides (default_pxn: NCCL always, RCCL on
   /// MI300-class GPUs from 64 ranks, MI350-class from 32).
