@@ -1625,6 +1625,30 @@ TEST(NcclTuning, TheModelIsTheCommunicatorsWhateverChannelsAnOperationRuns) {
   EXPECT_NEAR(f["nccl_model_us"], 131.6 + 0.04, 0.05);
 }
 
+TEST(NcclTuning, AnNvlinkDomainsGraphChannelsFitItsNvlink) {
+  // Two GB200 NVL72 racks (144 GPUs; 72 NICs, one a GPU, in each NVLink domain) on one leaf.
+  // NCCL's search makes at most MAXCHANNELS / 2 = 16 graph rings (one a NIC), each crossing the
+  // NVLink of every GPU of the domain but the one it enters at, so 16 x bw fits a GPU's 721.8
+  // GB/s (18 links x 40.1): bw = min(the NIC path's 49.0, 721.8 / 16 = 45.11), busBw = 721.8
+  // GB/s. A Ring/Simple AllReduce's algbw is then 721.8 x 144 / (2 x 143) = 363.4 GB/s, and
+  // NCCL's estimate grows by 64 MiB / 363.4 GB/s = 184.7 us from 64 to 128 MiB (72 rings at 49.0
+  // GB/s would be 3,529 GB/s of bus bandwidth: 37.8 us).
+  const auto model_us = [](const char* bytes) {
+    return run_one(R"(topology:
+  type: clos
+  racks: 1
+  nodes_per_rack: 2
+  node: {server: gb200-nvl72}
+  leaf: {uplinks: 8}
+  spine: {count: 1}
+nccl: {NCCL_ALGO: Ring, NCCL_PROTO: Simple}
+)",
+                   "", fmt::format("collective: allreduce, bytes: {}", bytes))["nccl_model_us"];
+  };
+  const double algbw = 721.8 * 144 / (2 * 143);
+  EXPECT_NEAR(model_us("128MiB") - model_us("64MiB"), 64 * kMiB / (1e3 * algbw), 0.1);
+}
+
 TEST(NcclTuning, TheNetPluginsLatencyJoinsEveryNetworkStep) {
   // A NIC whose network plugin reports 75 us (aws-ofi-nccl on p4d): NCCL adds it to each
   // network step, twice for Simple. Tree/LL AllReduce on 2 nodes: 6.8 + 2 x (7 x 0.6 + 1 x (5.0 +

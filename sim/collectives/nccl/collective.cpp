@@ -287,15 +287,24 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   // narrower (NCCL's GPU -> NIC path bandwidth).
   const double nic_path = nic_path_gbytes(f_, g);
   // NCCL's ring and tree graphs across nodes: one channel per NIC at the NIC path's bandwidth
-  // (its search, HARDWARE.md 5.4); on one node, channels over NVLink. NCCL runs twice as many.
+  // (its search, HARDWARE.md 5.4), at most MAXCHANNELS / 2 of them (init.cc: "maxChannels =
+  // MAXCHANNELS/2"); on one node, channels over NVLink. NCCL runs twice as many.
+  // A graph channel enters a node at one GPU and crosses the NVLink of every other, so the
+  // search fits the channels that do not enter at a GPU into its NVLink: 8 H100 rings at 48 GB/s
+  // leave 7 x 48 on each GPU's 370.8 GB/s, but an NVL72 domain's 16 (of its 72 NICs) cross most
+  // of its GPUs, whose 721.8 GB/s bounds them to 45.1. (In an xGMI mesh each channel crossing a
+  // GPU takes a link of its own, at RCCL's 48 GB/s: the NIC path's.)
   // Over PCIe every graph ring crosses every GPU's PCIe link and the links between switches,
   // so the rings share the narrowest of them (pcie_ring_gbytes).
   in.pci_intra = server.scale_up == fabric::ScaleUp::Pcie;
   if (in.nnodes > 1) {
-    in.graph_channels = comm_.nics_per_node();
+    in.graph_channels = std::min(comm_.nics_per_node(), kMaxChannels / 2);
     in.bw_intra = in.bw_inter = nic_path;
     if (in.pci_intra && in.ppn > 1) {
       in.bw_intra = in.bw_inter = std::min(nic_path, pcie_ring_gbytes() / in.graph_channels);
+    } else if (in.ppn > 1 && server.nvswitch != fabric::kNone && nvlink > 0) {
+      const int crossing = in.graph_channels - in.graph_channels / in.ppn;
+      in.bw_intra = in.bw_inter = std::min(nic_path, nvlink / crossing);
     }
   } else if (in.pci_intra) {
     in.graph_channels = pcie_graph_channels();
