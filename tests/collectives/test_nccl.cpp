@@ -1627,9 +1627,9 @@ TEST(NcclTuning, TheModelIsTheCommunicatorsWhateverChannelsAnOperationRuns) {
 
 TEST(NcclTuning, AnNvlinkDomainsGraphChannelsFitItsNvlink) {
   // Two GB200 NVL72 racks (144 GPUs; 72 NICs, one a GPU, in each NVLink domain) on one leaf.
-  // NCCL's search makes at most MAXCHANNELS / 2 = 16 graph rings (one a NIC), each crossing the
-  // NVLink of every GPU of the domain but the one it enters at, so 16 x bw fits a GPU's 721.8
-  // GB/s (18 links x 40.1): bw = min(the NIC path's 49.0, 721.8 / 16 = 45.11), busBw = 721.8
+  // NCCL's search makes at most MAXCHANNELS / 2 = 32 graph rings (one a NIC), each crossing the
+  // NVLink of every GPU of the domain but the one it enters at, so 32 x bw fits a GPU's 721.8
+  // GB/s (18 links x 40.1): bw = min(the NIC path's 49.0, 721.8 / 32 = 22.56), busBw = 721.8
   // GB/s. A Ring/Simple AllReduce's algbw is then 721.8 x 144 / (2 x 143) = 363.4 GB/s, and
   // NCCL's estimate grows by 64 MiB / 363.4 GB/s = 184.7 us from 64 to 128 MiB (72 rings at 49.0
   // GB/s would be 3,529 GB/s of bus bandwidth: 37.8 us).

@@ -291,14 +291,15 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   // MAXCHANNELS/2"); on one node, channels over NVLink. NCCL runs twice as many.
   // A graph channel enters a node at one GPU and crosses the NVLink of every other, so the
   // search fits the channels that do not enter at a GPU into its NVLink: 8 H100 rings at 48 GB/s
-  // leave 7 x 48 on each GPU's 370.8 GB/s, but an NVL72 domain's 16 (of its 72 NICs) cross most
-  // of its GPUs, whose 721.8 GB/s bounds them to 45.1. (In an xGMI mesh each channel crossing a
-  // GPU takes a link of its own, at RCCL's 48 GB/s: the NIC path's.)
+  // leave 7 x 48 on each GPU's 370.8 GB/s, but an NVL72 domain's 32 (of its 72 NICs; 16 where
+  // MAXCHANNELS is 32) cross most of its GPUs, whose 721.8 GB/s bounds them to 22.6 (45.1). (In
+  // an xGMI mesh each channel crossing a GPU takes a link of its own, at RCCL's 48 GB/s: the NIC
+  // path's.)
   // Over PCIe every graph ring crosses every GPU's PCIe link and the links between switches,
   // so the rings share the narrowest of them (pcie_ring_gbytes).
   in.pci_intra = server.scale_up == fabric::ScaleUp::Pcie;
   if (in.nnodes > 1) {
-    in.graph_channels = std::min(comm_.nics_per_node(), kMaxChannels / 2);
+    in.graph_channels = std::min(comm_.nics_per_node(), channel_limit() / 2);
     in.bw_intra = in.bw_inter = nic_path;
     if (in.pci_intra && in.ppn > 1) {
       in.bw_intra = in.bw_inter = std::min(nic_path, pcie_ring_gbytes() / in.graph_channels);
