@@ -1476,7 +1476,7 @@ TEST(NcclBehaviour, AllToAllvWithAReshareDelayStaysCloseToExactMaxMin) {
 
 /// NCCL's view of HGX-class servers (8 GPUs, 8 NICs): a communicator of `nodes` servers, graphs
 /// of 8 channels at `bw` GB/s (the kernel runs 16); with `nvls`, an NVLS graph of 8 heads at
-/// 40 GB/s inside the node.
+/// 40 GB/s inside the node and `bw` across nodes.
 TuningInput hgx_input(int nodes, double bw, bool nvls = false) {
   TuningInput in;
   in.nranks = 8 * nodes;
@@ -1488,6 +1488,7 @@ TuningInput hgx_input(int nodes, double bw, bool nvls = false) {
   in.nvls = nvls;
   in.nvls_heads = 8;
   in.nvls_bw_intra = 40;
+  in.nvls_bw_inter = bw;
   return in;
 }
 

@@ -322,6 +322,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
             in.ppn > 2 && nvlink > 0;
   in.nvls_heads = nvls_heads();
   in.nvls_bw_intra = nvlink / (in.nvls_heads + 1);
+  in.nvls_bw_inter = nic_path;
   in.collnet = collnet();
   in.nvswitch = server.nvswitch != fabric::kNone;
   in.pat = config_.pat_enable != 0;

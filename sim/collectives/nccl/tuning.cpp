@@ -403,7 +403,7 @@ double nvls_bus_bandwidth(const TuningTables& t, const TuningInput& in) {
   // (tuning.cc "bw = std::min(graphs[a]->bwIntra, graphs[a]->bwInter)"; one node's graph has
   // its NVLink share for both). NCCL 2.27's AllGather and ReduceScatter: "bw =
   // std::min(graphs[a]->bwIntra * (ppn - 1.0f) / ppn, graphs[a]->bwInter * 0.9f)".
-  const double inter = in.nnodes > 1 ? in.bw_inter : in.nvls_bw_intra;
+  const double inter = in.nnodes > 1 ? in.nvls_bw_inter : in.nvls_bw_intra;
   const bool gather =
       in.collective == Collective::AllGather || in.collective == Collective::ReduceScatter;
   if (gather && t.nvls_gather_27) {
@@ -456,8 +456,8 @@ double model_time_us(const TuningTables& t, const TuningInput& in, Algorithm a, 
   const double ll_max = ll_max_bw(in.arch, in.nnodes, in.amd_host);
   if (a == Algorithm::Nvls) bus = nvls_bus_bandwidth(t, in);
   if (a == Algorithm::NvlsTree) {
-    bus =
-        in.nvls_heads * std::min(in.nvls_bw_intra, in.nnodes <= 2 ? in.bw_inter : in.bw_inter / 2);
+    bus = in.nvls_heads *
+          std::min(in.nvls_bw_intra, in.nnodes <= 2 ? in.nvls_bw_inter : in.nvls_bw_inter / 2);
   }
   if (in.rccl != nullptr) {
     bus *= in.rccl->bw_ratio[in.nnodes <= 2 ? 0 : 1][ai(a)][pi(p)];

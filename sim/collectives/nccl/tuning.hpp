@@ -152,11 +152,13 @@ struct TuningInput {
   bool nvls = false;
   int nvls_heads = 0;
   double nvls_bw_intra = 0;
-  double bw_intra = 0;    // GB/s per graph channel inside a node (NVLink, or the NIC path)
-  double bw_inter = 0;    // GB/s per graph channel across nodes (the GPU's NIC path)
-  bool collnet = false;   // in-network reduction available
-  bool nvswitch = false;  // the servers' GPUs share an NVSwitch (CollNetDirect needs one)
-  bool pat = false;       // NCCL_PAT_ENABLE allows PAT (the release and the layout decide too)
+  double nvls_bw_inter = 0;  // GB/s per head across nodes: its NIC path (the ring graph's bound
+                             // by NVLink does not apply: a head's traffic crosses one GPU)
+  double bw_intra = 0;       // GB/s per graph channel inside a node (NVLink, or the NIC path)
+  double bw_inter = 0;       // GB/s per graph channel across nodes (the GPU's NIC path)
+  bool collnet = false;      // in-network reduction available
+  bool nvswitch = false;     // the servers' GPUs share an NVSwitch (CollNetDirect needs one)
+  bool pat = false;          // NCCL_PAT_ENABLE allows PAT (the release and the layout decide too)
   const RcclModel* rccl = nullptr;  // RCCL's model instead of NCCL's
   double net_overhead_us = 1;
   double latency_inter_us = 0;  // the NIC's latency as its net plugin reports it to NCCL
