@@ -1633,21 +1633,28 @@ TEST(NcclTuning, AnNvlinkDomainsGraphChannelsFitItsNvlink) {
   // GB/s (18 links x 40.1): bw = min(the NIC path's 49.0, 721.8 / 32 = 22.56), busBw = 721.8
   // GB/s. A Ring/Simple AllReduce's algbw is then 721.8 x 144 / (2 x 143) = 363.4 GB/s, and
   // NCCL's estimate grows by 64 MiB / 363.4 GB/s = 184.7 us from 64 to 128 MiB (72 rings at 49.0
-  // GB/s would be 3,529 GB/s of bus bandwidth: 37.8 us).
-  const auto model_us = [](const char* bytes) {
-    return run_one(R"(topology:
+  // GB/s would be 3,529 GB/s of bus bandwidth: 37.8 us). NVLSTree's heads are not bound so: each
+  // of the 8 pairs a GPU with its NIC and crosses that GPU's NVLink alone, at min(721.8 / 9,
+  // 49.02) = 49.02 GB/s (RoCE's payload of 50 GB/s), busBw 8 x 49.02, algbw x 5/6 = 326.8 GB/s:
+  // 205.4 us more from 64 to 128 MiB (at the rings' 22.56 GB/s it would be 446 us).
+  const auto model_us = [](const char* algo, const char* bytes) {
+    return run_one(fmt::format(R"(topology:
   type: clos
   racks: 1
   nodes_per_rack: 2
-  node: {server: gb200-nvl72}
-  leaf: {uplinks: 8}
-  spine: {count: 1}
-nccl: {NCCL_ALGO: Ring, NCCL_PROTO: Simple}
+  node: {{server: gb200-nvl72}}
+  leaf: {{uplinks: 8}}
+  spine: {{count: 1}}
+nccl: {{NCCL_ALGO: {}, NCCL_PROTO: Simple}}
 )",
+                               algo),
                    "", fmt::format("collective: allreduce, bytes: {}", bytes))["nccl_model_us"];
   };
-  const double algbw = 721.8 * 144 / (2 * 143);
-  EXPECT_NEAR(model_us("128MiB") - model_us("64MiB"), 64 * kMiB / (1e3 * algbw), 0.1);
+  const double ring = 721.8 * 144 / (2 * 143), nvls_tree = 8 * 49.02 * 5 / 6;
+  EXPECT_NEAR(model_us("Ring", "128MiB") - model_us("Ring", "64MiB"), 64 * kMiB / (1e3 * ring),
+              0.1);
+  EXPECT_NEAR(model_us("NVLSTree", "128MiB") - model_us("NVLSTree", "64MiB"),
+              64 * kMiB / (1e3 * nvls_tree), 0.5);
 }
 
 TEST(NcclTuning, TheNetPluginsLatencyJoinsEveryNetworkStep) {
