@@ -54,9 +54,10 @@ void Simulation::for_each_qp(uint32_t slot, F&& f) const {
 
 void Simulation::new_burst(QpIndex q) {
   QpInfo& info = qps_[q];
-  // The first burst is routed when the QP is first used; a busy QP's burst joins its flowlet.
-  if (info.path == fabric::kNone || qp_busy_[q] > 0) return;
-  if (connections_[info.connection].nvlink || now_ - qp_idle_since_[q] <= flowlet_timeout_) return;
+  // NVLink has no routes; the first burst is routed when the QP is first used; a busy QP's
+  // burst joins its flowlet.
+  if (info.nvlink || info.path == fabric::kNone || qp_busy_[q] > 0) return;
+  if (now_ - qp_idle_since_[q] <= flowlet_timeout_) return;
   ++flowlets_;
   // A router that can tell its spread has not changed since the QP's (adaptive routing between
   // two leaves, where every burst is spread again) saves spreading it to compare.
@@ -414,7 +415,7 @@ ConnectionId Simulation::connect(fabric::NodeId src_gpu, fabric::NodeId dst_gpu,
   }
   if (nvlink) {
     c.qps = 1;  // one NVLink channel; QPs are a NIC concept
-    qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone});
+    qps_.push_back(QpInfo{id, fabric::FlowKey{0, 0, 0, 0, 0, 0}, fabric::kNone, 0, 0, true});
   } else {
     const fabric::NodeId src_nic =
         fabric_.nic_of_gpu(c.relay == fabric::kNone ? src_gpu : c.relay, c.port);

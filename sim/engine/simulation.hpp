@@ -151,6 +151,8 @@ struct QpInfo {
   /// by the share of the QP's bytes it carries.
   routing::PathId path = fabric::kNone;
   uint32_t sub_begin = 0, sub_count = 0;  // sprayed: its paths in Simulation's sub-route list
+  bool nvlink = false;  // its connection's, kept here: asked at every transfer of a rerouting
+                        // scheme, where a look into the connection costs a cache miss
 };
 
 /// Receives what happens; writers and statistics subscribe, models never write files.
