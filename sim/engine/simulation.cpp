@@ -260,7 +260,7 @@ void Simulation::reroute_all(uint64_t& qps_moved, uint64_t& flows_moved, uint64_
   for (QpIndex q = 0; q < qps_.size(); ++q) {
     QpInfo& info = qps_[q];
     if (info.path == fabric::kNone) continue;  // not used yet: routed when it is
-    if (connections_[info.connection].nvlink) continue;
+    if (info.nvlink) continue;
     if (!route_qp(q)) {
       ++unroutable;  // keeps its path and waits for the links to come back
       continue;

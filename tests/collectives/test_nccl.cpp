@@ -1657,6 +1657,24 @@ nccl: {{NCCL_ALGO: {}, NCCL_PROTO: Simple}}
               64 * kMiB / (1e3 * nvls_tree), 0.5);
 }
 
+TEST(NcclTuning, ACommunicatorOfSomeOfAServersGpusHasTheirNicsGraphChannels) {
+  // NCCL's search makes one graph channel per NIC of the communicator's GPUs: 4 of the 8 GPUs
+  // (and NICs) of each of 2 servers give 4 graph channels, half the bus bandwidth B of all 8.
+  // Ring/Simple AllReduce's algbw is busBw x n / (2 (n - 1)): B x 16 / 30 on 16 ranks, B / 2 x
+  // 8 / 14 on 8, so the estimate's growth from 64 to 128 MiB is (16 / 30) / (8 / 28) = 1.867
+  // times as large on 4 GPUs a server (0.933 if they had all 8 NICs' channels).
+  const auto growth = [](const char* ranks) {
+    const auto model_us = [&](const char* bytes) {
+      return run_one(fmt::format("{}nccl: {{NCCL_ALGO: Ring, NCCL_PROTO: Simple}}\njob: {{ranks: "
+                                 "{}}}\n",
+                                 rack_topology(2, 8), ranks),
+                     "", fmt::format("collective: allreduce, bytes: {}", bytes))["nccl_model_us"];
+    };
+    return model_us("128MiB") - model_us("64MiB");
+  };
+  EXPECT_NEAR(growth("[0, 1, 2, 3, 8, 9, 10, 11]") / growth("all"), (16.0 / 30) / (8.0 / 28), 1e-3);
+}
+
 TEST(NcclTuning, TheNetPluginsLatencyJoinsEveryNetworkStep) {
   // A NIC whose network plugin reports 75 us (aws-ofi-nccl on p4d): NCCL adds it to each
   // network step, twice for Simple. Tree/LL AllReduce on 2 nodes: 6.8 + 2 x (7 x 0.6 + 1 x (5.0 +

@@ -286,9 +286,9 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   // A GPU's way out of its server: its PCIe path to the NIC and the NIC's cable, whichever is
   // narrower (NCCL's GPU -> NIC path bandwidth).
   const double nic_path = nic_path_gbytes(f_, g);
-  // NCCL's ring and tree graphs across nodes: one channel per NIC at the NIC path's bandwidth
-  // (its search, HARDWARE.md 5.4), at most MAXCHANNELS / 2 of them (init.cc: "maxChannels =
-  // MAXCHANNELS/2"); on one node, channels over NVLink. NCCL runs twice as many.
+  // NCCL's ring and tree graphs across nodes: one channel per NIC of the communicator's GPUs at
+  // the NIC path's bandwidth (its search, HARDWARE.md 5.4), at most MAXCHANNELS / 2 of them
+  // (init.cc: "maxChannels = MAXCHANNELS/2"); on one node, channels over NVLink.
   // A graph channel enters a node at one GPU and crosses the NVLink of every other, so the
   // search fits the channels that do not enter at a GPU into its NVLink: 8 H100 rings at 48 GB/s
   // leave 7 x 48 on each GPU's 370.8 GB/s, but an NVL72 domain's 32 (of its 72 NICs; 16 where
@@ -299,7 +299,7 @@ TuningInput OpRunner::tuning_input(Collective c, int channels) const {
   // so the rings share the narrowest of them (pcie_ring_gbytes).
   in.pci_intra = server.scale_up == fabric::ScaleUp::Pcie;
   if (in.nnodes > 1) {
-    in.graph_channels = std::min(comm_.nics_per_node(), channel_limit() / 2);
+    in.graph_channels = std::min(comm_.nics_in_use(), channel_limit() / 2);
     in.bw_intra = in.bw_inter = nic_path;
     if (in.pci_intra && in.ppn > 1) {
       in.bw_intra = in.bw_inter = std::min(nic_path, pcie_ring_gbytes() / in.graph_channels);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "sim/core/error.hpp"
@@ -131,6 +132,14 @@ Communicator::Communicator(const fabric::Fabric& f, std::vector<fabric::NodeId> 
     ppn_ = std::max(ppn_, static_cast<int>(n.size()));
   nics_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics);
   nics_per_gpu_ = static_cast<int>(f.servers()[f.node(ranks_.front()).server].nics_per_gpu());
+  nics_in_use_ = nics_;
+  for (const auto& n : nodes_) {
+    std::set<int> rails;
+    for (fabric::NodeId g : n)
+      for (int p = 0; p < nics_per_gpu_; ++p)
+        rails.insert(rail_of(g) + p);
+    nics_in_use_ = std::min(nics_in_use_, static_cast<int>(rails.size()));
+  }
   mesh_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Mesh;
   pcie_ = f.server_of(ranks_.front()).scale_up == fabric::ScaleUp::Pcie;
   mesh_orders_.resize(nodes_.size());

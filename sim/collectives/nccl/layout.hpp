@@ -84,6 +84,10 @@ class Communicator {
   int nnodes() const { return static_cast<int>(nodes_.size()); }
   int ppn() const { return ppn_; }  // most ranks on one node
   int nics_per_node() const { return nics_; }
+  /// The NICs its own GPUs send on, on the node that has the fewest: all of a server's where
+  /// the communicator holds every GPU, fewer where it holds some (NCCL's search makes one graph
+  /// channel per NIC of its ranks' GPUs).
+  int nics_in_use() const { return nics_in_use_; }
   const std::vector<fabric::NodeId>& ranks() const { return ranks_; }
   const std::vector<std::vector<fabric::NodeId>>& nodes() const { return nodes_; }
   /// Per rank: the index of its node in nodes(), and its place among that node's ranks.
@@ -169,6 +173,7 @@ class Communicator {
   std::vector<int> node_of_rank_, local_of_rank_;
   int ppn_ = 1;
   int nics_ = 1;
+  int nics_in_use_ = 1;
   int nics_per_gpu_ = 1;
   bool mesh_ = false;
   bool pcie_ = false;
