@@ -50,6 +50,13 @@ double seconds(Time t) {
   return t.in_seconds();
 }
 
+// The rate of D bytes sent in pieces of s, the first at once and each later one `gap` seconds
+// after the one before: they take (D - s) gap / s, the rate D s / ((D - s) gap); no bound where
+// one piece holds them all or nothing waits.
+double paced_rate(double d, double s, double gap) {
+  return d > s && gap > 0 ? d * s / ((d - s) * gap) : network::kNoRateCap;
+}
+
 }  // namespace
 
 double ring_delay(const std::vector<double>& gain, double advances) {
@@ -696,11 +703,9 @@ void OpRunner::plan_pipelined(engine::Simulation& sim, Collective c, int64_t byt
         // one a step cost after the one before, so D bytes in steps of s take (D - s) x cost /
         // s beyond the first. (A ring's steps wait for their upstream data, and its fill
         // charges the cost step after step on its first pass.)
-        const double s = chan.leg_slice[i];
-        if (!chan.ring && chan.wire_bytes > s && chan.step_us.back() > 0) {
-          chan.step_pace =
-              std::min(chan.step_pace,
-                       chan.wire_bytes * s / ((chan.wire_bytes - s) * chan.step_us.back() * 1e-6));
+        if (!chan.ring) {
+          chan.step_pace = std::min(chan.step_pace, paced_rate(chan.wire_bytes, chan.leg_slice[i],
+                                                               chan.step_us.back() * 1e-6));
         }
       }
     }
@@ -1464,16 +1469,9 @@ void OpRunner::launch_data(engine::Simulation& sim, engine::WorkloadId id) {
         rtt = std::max(rtt, (2 * chan.latency_us[i] + credit_us) * 1e-6);
       }
       // The first window leaves at once; each later one waits for the credit of the one
-      // before: D bytes take (D - W) R / W, the rate D W / ((D - W) R). Rings keep the
-      // steady-state buffer / R.
-      double cap = network::kNoRateCap;
-      if (chan.ring) {
-        cap = buffer / rtt;
-      } else if (chan.wire_bytes > window) {
-        cap = chan.wire_bytes * window / ((chan.wire_bytes - window) * rtt);
-      }
-      cap = std::min(cap, kernel_cap);
-      cap = std::min(cap, chan.step_pace);
+      // before, a round trip R later (paced_rate). Rings keep the steady-state buffer / R.
+      const double window_cap = chan.ring ? buffer / rtt : paced_rate(chan.wire_bytes, window, rtt);
+      const double cap = std::min({window_cap, kernel_cap, chan.step_pace});
       chan.data_start = sim.now();
       sim.pipeline(id, legs, Bytes(static_cast<int64_t>(std::ceil(chan.wire_bytes))), cap,
                    tag(kPipeline, ch), reduces_in_network(result_.algorithm, comm_.nnodes()),
