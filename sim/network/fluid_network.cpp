@@ -14,6 +14,11 @@
 namespace rocesim::network {
 namespace {
 
+// When a gap of `gap` bytes that changes by `drift` bytes/s closes (never if it does not shrink).
+double until_closed(double gap, double drift) {
+  return drift < 0 ? std::max(0.0, gap) / -drift : 1e300;
+}
+
 constexpr double kEmpty = 1e-6;  // bytes: a queue holding less is empty
 
 bool fabric_switch(const fabric::Node& n) {
@@ -55,6 +60,7 @@ FluidNetwork::FluidNetwork(const fabric::Fabric& f, const FluidConfig& config, i
   unmarked_.assign(f.link_count(), 1.0);
   stats_.resize(f.link_count());
   node_used_.assign(f.node_count(), 0.0);
+  node_drift_.assign(f.node_count(), 0.0);
   node_buffer_.assign(f.node_count(), 0.0);
   for (fabric::NodeId n = 0; n < f.node_count(); ++n) {
     const fabric::Node& x = f.node(n);
@@ -900,12 +906,72 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
     frac[c] = need[c] > 0 ? std::min(1.0, given[c] / need[c]) : 1.0;
     if (need[c] > 0 && frac[c] < 1 - 1e-12) moving = true;
   }
+  // How long this plan holds (the adaptive step): until a hop's backlog empties (its departures
+  // would outrun what it holds), or the data queue crosses ECN's thresholds, at these rates.
+  double calm = 1e300, drift = 0;
   for (uint32_t i = s.begin; i < s.end; ++i) {
     Hop& hop = hops_[i];
     const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
     out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
+    if (hop.b > 0 && out_[i] > a) calm = std::min(calm, hop.b / (out_[i] - a));
+    if (hop.tc != TrafficClass::Control) drift += hop.w * (a - out_[i]);
   }
+  if (s.ecn && drift != 0) {
+    const double q = s.queue[0] + s.queue[1];
+    for (const double threshold : {s.kmin, s.kmax}) {
+      const double t = (threshold - q) / drift;
+      if (t > 0) calm = std::min(calm, t);
+    }
+  }
+  s.calm = calm;
   return moving;
+}
+
+double FluidNetwork::pfc_horizon(std::span<const fabric::LinkId> links) {
+  // `links`: every egress link of some nodes, so that the ingress counters of those nodes'
+  // links are summed here and nowhere else (what sum_queues() adds to, at the rates planned).
+  for (const fabric::LinkId l : links) {
+    const LinkState& s = links_[l];
+    node_drift_[s.src] = 0;
+    for (uint32_t j = s.begin; j < s.end; ++j) {
+      if (hops_[j].prev != kNoIndex) links_[hops_[j].prev_link].ingress_drift = 0;
+    }
+  }
+  for (const fabric::LinkId l : links) {
+    LinkState& s = links_[l];
+    double source = 0, total = 0;
+    for (uint32_t j = s.begin; j < s.end; ++j) {
+      const Hop& hop = hops_[j];
+      const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+      const double d = hop.w * (a - out_[j]);
+      total += d;
+      if (hop.tc != TrafficClass::Lossless) continue;
+      if (hop.prev == kNoIndex) {
+        source += d;
+      } else {
+        links_[hop.prev_link].ingress_drift += d;
+      }
+    }
+    s.source_drift = source;
+    node_drift_[s.src] += total;
+  }
+  // The distance of each ingress counter to its XOFF (which the shared buffer's use moves too:
+  // alpha (B - U)), and of each sender's send queue to the device buffer.
+  double calm = 1e300;
+  for (const fabric::LinkId l : links) {
+    const LinkState& s = links_[l];
+    calm = std::min(calm, until_closed(config_.device_buffer - s.source, -s.source_drift));
+    for (uint32_t j = s.begin; j < s.end; ++j) {
+      const Hop& hop = hops_[j];
+      if (hop.prev == kNoIndex || hop.tc != TrafficClass::Lossless) continue;
+      const LinkState& in = links_[hop.prev_link];
+      const bool shared = node_buffer_[in.dst] > 0;
+      const double moving = shared ? -config_.pfc_alpha * node_drift_[in.dst] : 0;
+      calm =
+          std::min(calm, until_closed(xoff(hop.prev_link) - in.ingress, moving - in.ingress_drift));
+    }
+  }
+  return calm;
 }
 
 void FluidNetwork::compute_rates(Time at) {
@@ -936,6 +1002,7 @@ void FluidNetwork::compute_rates(Time at) {
     p.wake = 1e300;
     p.min_rtt = 1e300;
     p.most_held = 0;
+    p.calm = 1e300;
   }
   const auto links = static_cast<uint32_t>(order_.size());
   // Queues, ingress counters and buffer use from the routes' bytes; on threads node by node (a
@@ -976,9 +1043,11 @@ void FluidNetwork::compute_rates(Time at) {
   bool in_motion = false;
   bool lossless_held = false;  // a lossless or control queue, or a pause
   update_pauses(now);
+  bool paused = false;  // (the adaptive step, below)
   for (const fabric::LinkId l : order_) {
     LinkState& s = links_[l];
     const double q = s.queue[0] + s.queue[1];
+    paused = paused || s.paused || s.source_paused;
     s.p = marking(s, q);
     unmarked_[l] = 1 - s.p;
     in_motion = in_motion || s.paused || s.source_paused || s.p > 0;
@@ -1029,7 +1098,7 @@ void FluidNetwork::compute_rates(Time at) {
   // the port each sends from shared max-min (the NIC's round robin).
   in_parts(tcp_ ? 0 : routes, [&](size_t part, size_t parts) {
     bool moving = false, rdma = false;
-    double wake = 1e300, min_rtt = 1e300;
+    double wake = 1e300, min_rtt = 1e300, calm = 1e300;
     for (size_t i = routes * part / parts; i < routes * (part + 1) / parts; ++i) {
       RouteState& rs = routes_[live_routes_[i]];
       rs.x = 0;
@@ -1068,13 +1137,20 @@ void FluidNetwork::compute_rates(Time at) {
         // The window grows while it bounds the rate (and until its maximum).
         moving = moving || (q.cwnd < config_.tcp.max_window && q.cwnd / rtt < q.line);
       }
-      if (rs.window > 0 && most_held * rs.length * (1 + 1e-12) >= rs.window) {
+      if (rs.window > 0) {
         // Receiver-driven admission: with its window in flight, a sender sends as the receiver
-        // returns credits, i.e. as the last hop delivers.
-        double in_flight = 0;
-        for (const HopRef& hop : path(rs))
-          in_flight += hops_[hop.at].b;
-        if (in_flight >= rs.window) want = std::min(want, out_[path(rs).back().at]);
+        // returns credits, i.e. as the last hop delivers. (No hop holds more than most_held.)
+        double in_flight = most_held * rs.length;
+        if (in_flight * (1 + 1e-12) >= rs.window) {
+          in_flight = 0;
+          for (const HopRef& hop : path(rs))
+            in_flight += hops_[hop.at].b;
+        }
+        if (in_flight >= rs.window) {
+          want = std::min(want, out_[path(rs).back().at]);
+        } else {
+          calm = std::min(calm, (rs.window - in_flight) / rs.line);  // the adaptive step
+        }
       }
       rs.demand = want;
     }
@@ -1082,6 +1158,7 @@ void FluidNetwork::compute_rates(Time at) {
     parts_[part].rdma = parts_[part].rdma || rdma;
     parts_[part].wake = std::min(parts_[part].wake, wake);
     parts_[part].min_rtt = std::min(parts_[part].min_rtt, min_rtt);
+    parts_[part].calm = std::min(parts_[part].calm, calm);
   });
   const size_t ports = sender_links_.size();
   in_parts(hops_.size(), [&](size_t part, size_t parts) {
@@ -1167,12 +1244,15 @@ void FluidNetwork::compute_rates(Time at) {
   auto serve_part = [&](size_t v, size_t part, size_t parts) {
     const auto [lo, hi] = link_part(levels_[v], levels_[v + 1], part, parts);
     bool moving = false, eager = false;
+    double calm = 1e300;
     for (uint32_t i = lo; i < hi; ++i) {
       if (serve(order_[i], dt)) moving = true;
       eager = eager || links_[order_[i]].drop > 0 || links_[order_[i]].cap <= 0;
+      calm = std::min(calm, links_[order_[i]].calm);
     }
     parts_[part].moving = parts_[part].moving || moving;
     parts_[part].eager = parts_[part].eager || eager;
+    parts_[part].calm = std::min(parts_[part].calm, calm);
   };
   const size_t levels = levels_.size() - 1;
   if (!parallel(hops_.size())) {
@@ -1187,22 +1267,53 @@ void FluidNetwork::compute_rates(Time at) {
         serve_part(v, part, parts);
     }
   }
-  bool eager = tcp_;
+  const bool adaptive = config_.max_step > config_.step;
+  bool eager = tcp_;  // (TCP keeps its own step: above)
+  double calm = rate_calm_;
   for (uint32_t i = levels_.back(); i < links; ++i) {  // a routing loop's
     if (serve(order_[i], dt)) in_motion = true;
     eager = eager || links_[order_[i]].drop > 0 || links_[order_[i]].cap <= 0;
+    calm = std::min(calm, links_[order_[i]].calm);
   }
   double wake = 1e300;
   for (const Part& p : parts_) {
     in_motion = in_motion || p.moving;
     eager = eager || p.eager;
     wake = std::min(wake, p.wake);
+    calm = std::min(calm, p.calm);
   }
   in_motion = in_motion || !draining_.empty();  // (settle_tracers() kept only those)
   wake_ = wake;
   moving_ = in_motion;
   eager_ = eager;
-  grid_ = Time::seconds(grid);
+  // The adaptive step: the plan holds for more than one step (up to max_step, at most twice as
+  // many as the last computation planned for) while no pause is on, nothing drops, and no
+  // queue, backlog or PFC counter reaches a threshold within it at these rates; the rates are
+  // planned as for one step (a backlog drains as fast as it would), so where something reaches
+  // a threshold sooner, the plan is for one step, as without it.
+  double stretch = 1;
+  if (adaptive && !paused && !eager && calm > dt + step) {
+    // PFC's counters at the planned rates, node by node (a node's ingress counters hold what its
+    // egress queues hold).
+    if (grouped_) {
+      in_parts(hops_.size(), [&](size_t part, size_t parts) {
+        const auto [lo, hi] = node_part(part, parts);
+        parts_[part].calm = pfc_horizon(
+            std::span(node_links_).subspan(node_begin_[lo], node_begin_[hi] - node_begin_[lo]));
+      });
+      for (const Part& p : parts_)
+        calm = std::min(calm, p.calm);
+    } else {
+      calm = std::min(calm, pfc_horizon(order_));
+    }
+  }
+  if (adaptive && !paused && !eager) {
+    const double most = std::floor(config_.max_step / step + 1e-9);
+    stretch =
+        std::clamp(1 + std::floor((calm - dt) / step + 1e-9), 1.0, std::min(most, 2 * stretch_));
+  }
+  stretch_ = stretch;
+  grid_ = Time::seconds(grid + (stretch - 1) * step);
   plan(now, true);
   if (moving_ && config_.pfc) detect_deadlock();
 }
@@ -1387,6 +1498,13 @@ void FluidNetwork::commit(Time now) {
             0.0, out_[hops[k].at] + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
         retime(hops[k], now_, a, d);
       }
+    }
+    if (stretch_ > 1 && !ended_.empty()) {
+      // A stretched step ends at the next boundary of network.step: the capacity they free is
+      // shared as soon as without the stretch.
+      const double next = (std::floor(now_ / config_.step + 1e-9) + 1) * config_.step;
+      if (Time::seconds(next) < grid_) grid_ = Time::seconds(next);
+      stretch_ = 1;
     }
     plan(now_, false);
     ended_.clear();
@@ -1745,16 +1863,25 @@ void FluidNetwork::settle_qps(Time t) {
   // Rate control of the QPs in use, from the marking they saw since the last computation.
   const double now = t.in_seconds();
   const size_t qps = in_use_.size();
+  // (The adaptive step: how long until a QP's rate, moving as it moved over the interval, has
+  // moved by step_tolerance of itself.)
+  rate_calm_ = 1e300;
   in_parts(qps, [&](size_t part, size_t parts) {
+    double calm = 1e300;
     for (size_t i = qps * part / parts; i < qps * (part + 1) / parts; ++i) {
-      if (settle_qp(qps_[in_use_[i]], now) && !observers_.empty())
-        parts_[part].found.push_back(in_use_[i]);
+      QpState& q = qps_[in_use_[i]];
+      const double since = now - q.last, before = q.rc;
+      if (settle_qp(q, now) && !observers_.empty()) parts_[part].found.push_back(in_use_[i]);
+      if (q.rc != before && since > 0)
+        calm = std::min(calm, config_.step_tolerance * q.rc * since / std::abs(q.rc - before));
     }
+    parts_[part].rate_calm = calm;
   });
   for (Part& p : parts_) {
     for (const QpId id : p.found)
       report_qp(id, t);
     p.found.clear();
+    rate_calm_ = std::min(rate_calm_, p.rate_calm);
   }
 }
 
@@ -2142,6 +2269,20 @@ constexpr Param kFluidParams[] = {
      .help = "integration step while queues, pauses or rate control are in motion (at least "
              "1ns); bounds the reaction time of PFC and the feedback delay of DCQCN",
      .check = Check::Positive},
+    {.key = "max_step",
+     .type = ParamType::Time,
+     .fallback = "8us",
+     .help = "the most the step grows to, in whole steps, while no pause is on, nothing drops "
+             "and no queue, backlog or PFC counter nears a threshold (ECN's, XOFF, empty) at "
+             "the current rates (the adaptive step, docs/models/fluid.md); network.step or "
+             "less: always network.step",
+     .check = Check::Positive},
+    {.key = "step_tolerance",
+     .type = ParamType::Number,
+     .fallback = "0.05",
+     .help = "the adaptive step: the most a QP's DCQCN rate may move, as a fraction of itself, "
+             "within one step (its sending rate holds over a step); in (0, 1]",
+     .check = Check::Positive},
     {.key = "packet_size",
      .type = ParamType::Bytes,
      .fallback = "4096B",
@@ -2218,6 +2359,10 @@ FluidConfig read_fluid(const ParamReader& r) {
   (void)r.choice("model");
   FluidConfig c;
   c.step = r.time("step").in_seconds();
+  c.max_step = r.time("max_step").in_seconds();
+  c.step_tolerance = r.number("step_tolerance");
+  if (c.step_tolerance > 1)
+    r.fail("step_tolerance", "at most 1", fmt::format("{}", c.step_tolerance));
   // Under a nanosecond a step moves less than a minimum Ethernet frame (64 bytes) on a 400G
   // link: finer than anything the queues resolve, at a million steps a simulated millisecond.
   if (c.step < 1e-9) r.fail("step", "at least 1ns", format_time(r.time("step")));

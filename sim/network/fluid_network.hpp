@@ -87,6 +87,8 @@ struct TcpConfig {
 
 struct FluidConfig {
   double step = 1e-6;             // s
+  double max_step = 8e-6;         // s: the most the step grows to while nothing nears a threshold
+  double step_tolerance = 0.05;   // the most a QP's rate moves, relative to itself, in a step
   double packet = 4096;           // payload bytes per packet (the RoCE path MTU)
   bool pfc = true;                // lossless class paused hop by hop
   double pfc_alpha = 0.125;       // dynamic threshold of a lossless ingress queue
@@ -265,6 +267,11 @@ class FluidNetwork final : public NetworkModel {
     bool queued = false;  // had bytes queued at the last computation
     bool storm = false;   // the current pause outlasted the watchdog
     double paused_since = 0;
+    // The adaptive step: how long the last plan of serve() holds for this link's queue (s), and
+    // how fast, at the rates planned, its receiver's ingress counter and its senders' send
+    // queue grow (bytes/s; pfc_horizon()).
+    double calm = 0;
+    double ingress_drift = 0, source_drift = 0;
   };
 
   /// Adds (sign > 0) the routes' shares to share_on_link_ for a flow reduced in switches, or
@@ -402,6 +409,10 @@ class FluidNetwork final : public NetworkModel {
   /// service rates; true when it has left the last one.
   bool trace(RouteState& rs, double& budget);
   double marking(const LinkState& l, double q) const;
+  /// The adaptive step's bound from PFC: the earliest time an ingress counter of the nodes whose
+  /// egress links are `links` reaches its XOFF, or a send queue there the device buffer, at the
+  /// rates just planned.
+  double pfc_horizon(std::span<const fabric::LinkId> links);
 
   const fabric::Fabric& fabric_;
   FluidConfig config_;
@@ -412,8 +423,10 @@ class FluidNetwork final : public NetworkModel {
     bool eager = false;  // a link drops or is down
     bool rdma = false;   // a route other than TCP's sends
     double wake = 1e300;
-    double min_rtt = 1e300;  // the least base round trip of the TCP routes that send
-    double most_held = 0;    // the most bytes one route hop holds
+    double min_rtt = 1e300;    // the least base round trip of the TCP routes that send
+    double most_held = 0;      // the most bytes one route hop holds
+    double calm = 1e300;       // s, the least LinkState::calm of the part's links
+    double rate_calm = 1e300;  // s, settle_qps()'s bound on the adaptive step
     std::vector<std::pair<double, uint32_t>> senders;  // the port max-min's scratch
     std::vector<uint32_t> found;  // what a pass leaves to its one-thread tail, in order
     std::vector<Due> due;         // predictions made, in slot order
@@ -423,6 +436,7 @@ class FluidNetwork final : public NetworkModel {
   std::vector<PfcDiagnostics> stats_;
   std::vector<double> unmarked_;     // 1 - the marking probability of each link's egress queue
   std::vector<double> node_used_;    // bytes queued in each node's egress queues
+  std::vector<double> node_drift_;   // bytes/s those change by at the rates planned (adaptive step)
   std::vector<double> node_buffer_;  // shared buffer of each switch (0: a device)
   SlotPool<RouteState> routes_;
   SlotPool<FlowState> flows_;
@@ -477,6 +491,8 @@ class FluidNetwork final : public NetworkModel {
   bool tcp_ = false;                // a route of TCP was ever added
   std::vector<uint32_t> retired_;   // routes done, released at the next rebuild
   Time grid_{};                     // the step after the last computation
+  double stretch_ = 1;              // steps the last computation planned for
+  double rate_calm_ = 1e300;        // s, until a QP's rate moves by step_tolerance (settle_qps())
   std::vector<Due> due_;            // a heap, earliest first
   size_t active_flows_ = 0;
   double now_ = 0;  // s, the time the state was moved to (integrate())
