@@ -454,7 +454,7 @@ int main(int argc, char** argv) {
   const auto outputs = [&] {
     using metrics::check_output_dir;
     using metrics::check_output_path;
-    if (run->parsed() && !no_output) check_output_path(out_path, "-o");
+    if (run->parsed() && !no_output) check_output_path(out_path, "-o", true);
     // Two outputs of one command in one file: the second would replace the first.
     const auto apart = [](const std::string& first, const std::string& second,
                           const std::string& option) {
@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
     if (run->parsed() && !trace_path.empty()) check_output_path(trace_path, "--trace");
     if (run->parsed() && !no_output) apart(out_path, trace_path, "--trace");
     if (nccl_tests->parsed() && nccl_tests->count("-o") > 0 && !nt_no_output)
-      check_output_path(nt.output, "-o");
+      check_output_path(nt.output, "-o", true);
     if (nccl_tests->parsed() && !nt.trace.empty()) check_output_path(nt.trace, "--trace");
     if (nccl_tests->parsed() && nccl_tests->count("-o") > 0 && !nt_no_output)
       apart(nt.output, nt.trace, "--trace");
@@ -481,7 +481,7 @@ int main(int argc, char** argv) {
         apart(cf.output, cf.residuals, "--residuals");
       }
     }
-    if (sweep->parsed()) check_output_path(sw.output, "-o");
+    if (sweep->parsed()) check_output_path(sw.output, "-o", true);
     if (plot->parsed()) check_output_dir(plot_dir, "-o");
   };
 

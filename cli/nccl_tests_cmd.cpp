@@ -68,39 +68,37 @@ int nccl_tests(const NcclTestsCommand& c) {
   overrides.skip_workloads = true;
   overrides.parameters = parse_sets(c.set, c.calibration);
   overrides.flow_records = !c.output.empty() || !c.trace.empty();
-  std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   std::vector<std::string> not_modelled;
   // NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=TUNING): NCCL's log lines of what the model ran.
   std::string debug_level, debug_subsys = "INIT,BOOTSTRAP,ENV";
   std::vector<std::pair<std::string, std::string>> set_by_env;  // NCCL_* and RCCL_* as passed
-  if (!c.env.empty()) {
-    // Read like a workload's `nccl:` overrides, so that every key the NCCL model knows is
-    // checked; other variables (NCCL_IB_GID_INDEX, UCX_..., as mpirun -x passes anything) are
-    // accepted and listed as not modelled, as `validate` lists a table's.
-    const auto where = std::make_shared<const std::string>("command line");
-    ConfigNode env = ConfigNode::map(SourceLocation{where, 0, 0}, "nccl");
-    for (const std::string& kv : c.env) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        throw InputError(SourceLocation{where, 0, 0}, "--env", "KEY=VALUE", "'" + kv + "'");
-      }
-      const std::string key = kv.substr(0, eq);
-      if (key == "NCCL_DEBUG" || key == "NCCL_DEBUG_SUBSYS") {
-        (key == "NCCL_DEBUG" ? debug_level : debug_subsys) = kv.substr(eq + 1);
-        continue;
-      }
-      if (key.starts_with("NCCL_") || key.starts_with("RCCL_"))
-        set_by_env.emplace_back(key, kv.substr(eq + 1));
-      if (nccl::nccl_table().find(key) == nullptr) {
-        not_modelled.push_back(kv);
-        continue;
-      }
-      env.set(key, SourceLocation{where, 0, 0},
-              ConfigNode::scalar(nccl::nccl_env_value(key, kv.substr(eq + 1)),
-                                 SourceLocation{where, 0, 0}, config_path("nccl", key)));
+  // The variables the NCCL model knows set the scenario's `nccl` section, after any --set (so
+  // that they are checked as its keys, and the effective scenario in results.h5 holds them);
+  // others (NCCL_IB_GID_INDEX, UCX_..., as mpirun -x passes anything) are accepted and listed
+  // as not modelled, as `validate` lists a table's.
+  const auto where = std::make_shared<const std::string>("command line");
+  for (const std::string& kv : c.env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw InputError(SourceLocation{where, 0, 0}, "--env", "KEY=VALUE", "'" + kv + "'");
     }
-    run->nccl = nccl::read_nccl(ParamReader(env, nccl::nccl_table()), run->nccl, true);
+    const std::string key = kv.substr(0, eq);
+    if (key == "NCCL_DEBUG" || key == "NCCL_DEBUG_SUBSYS") {
+      (key == "NCCL_DEBUG" ? debug_level : debug_subsys) = kv.substr(eq + 1);
+      continue;
+    }
+    if (key.starts_with("NCCL_") || key.starts_with("RCCL_"))
+      set_by_env.emplace_back(key, kv.substr(eq + 1));
+    if (nccl::nccl_table().find(key) == nullptr) {
+      not_modelled.push_back(kv);
+      continue;
+    }
+    const std::string path = config_path("nccl", key);
+    overrides.parameters.push_back(
+        {path, ConfigNode::scalar(nccl::nccl_env_value(key, kv.substr(eq + 1)),
+                                  SourceLocation{where, 0, 0}, path)});
   }
+  std::unique_ptr<scenario::ScenarioRun> run = scenario::load_scenario(c.scenario, overrides);
   std::vector<fabric::NodeId> ranks = run->job_ranks;
   if (c.ranks) {
     if (*c.ranks < 1 || static_cast<size_t>(*c.ranks) > ranks.size()) {

@@ -446,6 +446,10 @@ void ParamReader::fail(std::string_view key, std::string expected, std::string f
   throw InputError(where(key), path(key), std::move(expected), std::move(found));
 }
 
+void ParamReader::record_as_written() const {
+  if (sink_ != nullptr) sink_->record(node_);
+}
+
 ConfigNode ParamReader::effective(
     std::span<const std::pair<std::string_view, std::string>> computed) const {
   ConfigNode out = ConfigNode::map(node_.where(), node_.path());

@@ -147,6 +147,11 @@ class ParamReader {
   /// Raise a located InputError about `key`, for checks that involve several values.
   [[noreturn]] void fail(std::string_view key, std::string expected, std::string found) const;
 
+  /// Records in the sink the mapping as written, without the table's defaults: for a section
+  /// that overrides another (a workload's `nccl`, whose absent keys come from the scenario's
+  /// section, not from the table), so that the effective scenario runs again as this run did.
+  void record_as_written() const;
+
   /// The mapping as written plus every scalar default, in table order; Sections and Lists are
   /// copied as written (their readers add their own defaults). `computed` gives the values of
   /// keys without a fallback that the caller works out (key, scalar text), for those absent.

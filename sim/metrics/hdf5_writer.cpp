@@ -23,14 +23,24 @@ constexpr size_t kShort = 16;  // node kinds and roles
 constexpr hsize_t kChunkRows = 1 << 14;
 
 [[noreturn]] void h5_fail(const std::string& what) {
-  throw std::runtime_error(fmt::format("HDF5: cannot {}", what));
+  // With HDF5's own word for it: the description of the innermost error on its stack.
+  std::string why;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+        if (n == 0 && e->desc != nullptr) *static_cast<std::string*>(out) = e->desc;
+        return 0;
+      },
+      &why);
+  throw std::runtime_error(why.empty() ? fmt::format("HDF5: cannot {}", what)
+                                       : fmt::format("HDF5: cannot {} ({})", what, why));
 }
 
-hid_t check(hid_t id, const char* what) {
+hid_t check(hid_t id, const std::string& what) {
   if (id < 0) h5_fail(what);
   return id;
 }
-void check(herr_t e, const char* what) {
+void check(herr_t e, const std::string& what) {
   if (e < 0) h5_fail(what);
 }
 
@@ -63,10 +73,20 @@ void copy_name(char (&dst)[N], std::string_view src) {
   std::memcpy(dst, src.data(), std::min(src.size(), N - 1));
 }
 
-Handle group(hid_t parent, const char* name) {
+Handle group(hid_t parent, const char* name, bool large_attributes = false) {
   Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
   check(H5Pset_obj_track_times(gcpl, false), "disable group times");
+  // An attribute in an object's header holds at most 64 KiB; in dense storage (a heap beside
+  // the header, HDF5 1.8's format) it has no such limit: /meta's scenario and study texts.
+  if (large_attributes) check(H5Pset_attr_phase_change(gcpl, 0, 0), "dense attributes");
   return Handle(check(H5Gcreate2(parent, name, H5P_DEFAULT, gcpl, H5P_DEFAULT), name), H5Gclose);
+}
+
+/// A file's access properties: HDF5 1.8's format at least (dense attribute storage, group()).
+Handle file_access() {
+  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "file access"), H5Pclose);
+  check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), "file format");
+  return Handle(check(H5Pcopy(fapl), "file access"), H5Pclose);
 }
 
 /// Writes `rows` as a 1-D dataset of `mem_type` (chunked and compressed when large).
@@ -127,10 +147,11 @@ void write_rows(const Writer& w, hid_t parent, const char* name, hid_t type, siz
 void attr_string(hid_t obj, const char* name, const std::string& value) {
   Handle t = string_type(std::max<size_t>(value.size(), 1) + 1);
   Handle space(check(H5Screate(H5S_SCALAR), "scalar space"), H5Sclose);
-  Handle a(check(H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  const std::string what = fmt::format("write the attribute '{}' ({} bytes)", name, value.size());
+  Handle a(check(H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT), what), H5Aclose);
   std::vector<char> buf(value.size() + 2, '\0');
   std::memcpy(buf.data(), value.data(), value.size());
-  check(H5Awrite(a, t, buf.data()), name);
+  check(H5Awrite(a, t, buf.data()), what);
 }
 
 template <typename T>
@@ -236,7 +257,7 @@ void write_all(const Writer& out, hid_t file, const Recorder& rec, const Results
   Handle short_t = string_type(kShort);
 
   {
-    Handle g = group(file, "meta");
+    Handle g = group(file, "meta", true);
     attr_string(g, "version", meta.version);
     attr_string(g, "scenario_name", meta.scenario_name);
     attr_string(g, "scenario_file", meta.scenario_file);
@@ -631,7 +652,7 @@ void write_atomically(const std::string& path, Fill&& fill) {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     check(H5Pset_obj_track_times(fcpl, false), "disable root times");
     {
-      Handle file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
+      Handle file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, fcpl, file_access()), H5Fclose);
       if (file < 0) {
         throw std::runtime_error(
             "cannot create the file (does the directory exist and is it "
@@ -702,7 +723,7 @@ SweepFile::SweepFile(const std::string& path, const std::string& study_name,
   try {
     if (std::filesystem::exists(path)) {
       std::filesystem::copy_file(path, tmp_, std::filesystem::copy_options::overwrite_existing);
-      file_ = H5Fopen(tmp_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      file_ = H5Fopen(tmp_.c_str(), H5F_ACC_RDWR, file_access());
       if (file_ < 0) throw std::runtime_error("it exists but is not an HDF5 file");
       const std::string before =
           H5Lexists(file_, "meta", H5P_DEFAULT) > 0
@@ -719,12 +740,12 @@ SweepFile::SweepFile(const std::string& path, const std::string& study_name,
     }
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     check(H5Pset_obj_track_times(fcpl, false), "disable root times");
-    file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, fcpl, file_access());
     if (file_ < 0) {
       throw std::runtime_error("cannot create it (does the directory exist and is it writable?)");
     }
     {
-      Handle g = group(file_, "meta");
+      Handle g = group(file_, "meta", true);
       attr_string(g, "version", version);
       attr_string(g, "study_name", study_name);
       attr_string(g, "study", study_text);
@@ -850,7 +871,7 @@ void write_tables_h5(const std::string& path, const ResultsMeta& meta) {
   const Writer w{0};
   write_atomically(path, [&](hid_t file) {
     {
-      Handle g = group(file, "meta");
+      Handle g = group(file, "meta", true);
       attr_string(g, "version", meta.version);
       attr_string(g, "scenario_name", meta.scenario_name);
       attr_string(g, "scenario_file", meta.scenario_file);

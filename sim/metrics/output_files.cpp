@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 
@@ -109,15 +110,32 @@ void check_writable(const fs::path& dir, const std::string& path, const std::str
   fs::remove(probe, ec);
 }
 
+/// HDF5's signature at the start of the file or of a user block (512 bytes times a power of 2).
+bool is_hdf5(const std::string& path) {
+  static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  std::ifstream in(path, std::ios::binary);
+  for (std::streamoff at = 0; in; at = at == 0 ? 512 : 2 * at) {
+    char head[8] = {};
+    in.seekg(at);
+    if (!in.read(head, sizeof(head))) return false;
+    if (std::memcmp(head, kSignature, sizeof(head)) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-void check_output_path(const std::string& path, const std::string& option) {
+void check_output_path(const std::string& path, const std::string& option, bool hdf5) {
   if (path.empty()) throw InputError(command_line(), option, "a file name", "an empty name");
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (fs::exists(st) && !fs::is_regular_file(st)) {
     throw InputError(command_line(), option, "a regular file or a new file name",
                      fmt::format("'{}', which is {}", path, kind_of(st)));
+  }
+  if (hdf5 && fs::is_regular_file(st) && fs::file_size(path, ec) > 0 && !is_hdf5(path)) {
+    throw InputError(command_line(), option, "an HDF5 file to replace, or a new file name",
+                     fmt::format("'{}', which exists and is not an HDF5 file", path));
   }
   const fs::path parent = parent_of(path);
   if (!fs::is_directory(parent, ec)) {

@@ -14,8 +14,10 @@ namespace rocesim::metrics {
 
 /// Checks, before any work, that `path` can be an output file: a non-empty name whose
 /// directory exists, and either new or an existing regular file (never a FIFO, a device, a
-/// socket or a directory, which a rename would replace). Throws InputError naming `option`.
-void check_output_path(const std::string& path, const std::string& option);
+/// socket or a directory, which a rename would replace). With `hdf5`, an existing non-empty
+/// file must be an HDF5 file (results are never written over a scenario, a CSV of flows or
+/// anything else given by mistake). Throws InputError naming `option`.
+void check_output_path(const std::string& path, const std::string& option, bool hdf5 = false);
 /// The same for an output directory: a non-empty name that is a directory or does not exist yet
 /// (it is created) in an existing parent.
 void check_output_dir(const std::string& dir, const std::string& option);

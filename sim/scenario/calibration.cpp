@@ -88,18 +88,31 @@ size_t list_item(const ConfigNode& list, const std::string& key, const ParamOver
   const std::string inner = bracketed ? key.substr(1, key.size() - 2) : key;
   const bool index = !inner.empty() && std::all_of(inner.begin(), inner.end(),
                                                    [](char c) { return c >= '0' && c <= '9'; });
+  // An item's name: its `name`, or for a workload without one the name it runs under,
+  // `<type><position>` (docs/workloads.md).
+  auto name_of = [&](size_t i) -> std::string {
+    const ConfigNode& item = list.items()[i];
+    if (!item.is_map()) return {};
+    if (const ConfigNode* name = item.find("name"); name != nullptr && name->is_scalar())
+      return name->value();
+    const ConfigNode* type = item.find("type");
+    if (list.path() == "workloads" && type != nullptr && type->is_scalar())
+      return fmt::format("{}{}", type->value(), i);
+    return {};
+  };
   std::string names;
   for (size_t i = 0; i < list.items().size(); ++i) {
-    const ConfigNode& item = list.items()[i];
-    const ConfigNode* name = item.is_map() ? item.find("name") : nullptr;
     if (index && std::to_string(i) == inner) return i;
-    if (!index && name != nullptr && name->is_scalar() && name->value() == inner) return i;
-    names += fmt::format("{}{}", names.empty() ? "" : ", ",
-                         name != nullptr && name->is_scalar() ? name->value() : std::to_string(i));
+    const std::string name = name_of(i);
+    if (!index && !name.empty() && name == inner) return i;
+    if (!name.empty()) names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
   }
+  const std::string by_index = list.items().empty()
+                                   ? std::string("none: the list is empty")
+                                   : fmt::format("0 to {}", list.items().size() - 1);
   throw InputError(o.value.where(), o.path,
-                   fmt::format("an item of {} by index (0 to {}) or by name ({})", list.path(),
-                               list.items().size() == 0 ? 0 : list.items().size() - 1, names),
+                   fmt::format("an item of {} by index ({}) or by name ({})", list.path(), by_index,
+                               names.empty() ? "none has a name" : names),
                    fmt::format("'{}'", inner));
 }
 
@@ -141,6 +154,13 @@ ConfigNode replaced(const ConfigNode& node, std::span<const std::string> keys,
     return copy;
   }
   const ConfigNode* child = node.find(key);
+  if (child == nullptr && keys[1].front() == '[') {
+    throw InputError(o.value.where(), o.path,
+                     fmt::format("a list at '{}' to take an item of", child_path),
+                     fmt::format("no '{}' in the scenario (a path sets a value in an item; it "
+                                 "cannot add the item)",
+                                 child_path));
+  }
   const ConfigNode fresh = ConfigNode::map(o.value.where(), child_path);
   const SourceLocation key_where = child != nullptr ? node.key_where(key) : o.value.where();
   copy.set(key, key_where, replaced(child != nullptr ? *child : fresh, keys.subspan(1), o));

@@ -47,9 +47,9 @@ constexpr Param kEventParams[] = {
      .optional = true},
     {.key = "count",
      .type = ParamType::Integer,
-     .fallback = "1",
-     .help = "action flap: how many times the links go down",
-     .check = Check::Positive},
+     .help = "action flap: how many times the links go down (default 1)",
+     .check = Check::Positive,
+     .optional = true},
 };
 const ParamTable kEventTable{
     "events item",
@@ -171,7 +171,9 @@ void read_events(const ParamReader& parent, const ConfigNode& list, engine::Simu
       r.fail("down_for", fmt::format("less than the period ({})", format_time(period)),
              format_time(down_for));
     }
-    const auto count = r.integer_as<uint32_t>("count");
+    // (No fallback in the table: an event of another action has no count, in the effective
+    // scenario too, which must load again.)
+    const uint32_t count = r.has("count") ? r.integer_as<uint32_t>("count") : 1;
     if (count > 100000) r.fail("count", "at most 100000 flaps", std::to_string(count));
     for (uint32_t i = 0; i < count; ++i) {
       engine::LinkEvent down = e;

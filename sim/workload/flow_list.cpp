@@ -17,6 +17,8 @@
 namespace rocesim::workload {
 namespace {
 
+constexpr int64_t kMaxQps = 128;  // QPs a flow may be split across (inline or in a CSV)
+
 using engine::TaskGraph;
 
 constexpr Param kFlowParams[] = {
@@ -43,7 +45,7 @@ constexpr Param kFlowParams[] = {
      .fallback = "1",
      .help = "QPs the flow is split across",
      .check = Check::Positive,
-     .max = 128},
+     .max = kMaxQps},
     {.key = "id",
      .type = ParamType::String,
      .help = "name other flows can wait on",
@@ -348,9 +350,10 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
     if (c_qps >= 0) {
       int64_t q = 0;
       if (!plain_number(cells[c_qps].text, q)) q = parse_integer(cell_node(c_qps, "qps"));
-      if (q < 1) {
+      if (q < 1 || q > kMaxQps) {  // (the inline key's bounds, from its table)
         const ConfigNode n = cell_node(c_qps, "qps");
-        throw InputError(n.where(), "qps", "a whole number >= 1", n.describe());
+        throw InputError(n.where(), "qps", fmt::format("a whole number from 1 to {}", kMaxQps),
+                         n.describe());
       }
       spec.conn.qps = static_cast<uint32_t>(q);
     }

@@ -101,6 +101,31 @@ TEST_P(ExampleScenario, RunsPrintsItsSummaryAndWritesReadableResults) {
   EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
 }
 
+TEST_P(ExampleScenario, ItsEffectiveScenarioRunsAgainAsItRan) {
+  // results.h5 keeps the scenario with every default filled in (/meta.scenario, docs/output.md)
+  // so that a run can be repeated from its results alone: run from that text, the scenario
+  // must load, give itself again, and end every workload at the same instant with the same
+  // flows and bytes. (A workload's own `nccl` section was once recorded with the table's
+  // defaults instead of the scenario's values it inherits; an event's `count` was recorded on
+  // events that may not have one.)
+  const std::string& path = GetParam();
+  const auto first = scenario::load_scenario(path);
+  first->run();
+  const auto again = scenario::load_scenario_text(
+      first->effective_yaml, first->name, std::filesystem::path(path).parent_path().string());
+  again->run();
+  EXPECT_EQ(again->effective_yaml, first->effective_yaml);
+  const auto& a = first->sim->workloads();
+  const auto& b = again->sim->workloads();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].workload->name(), a[i].workload->name());
+    EXPECT_EQ(b[i].end, a[i].end) << a[i].workload->name();
+    EXPECT_EQ(b[i].flows, a[i].flows) << a[i].workload->name();
+    EXPECT_EQ(b[i].bytes, a[i].bytes) << a[i].workload->name();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Scenarios, ExampleScenario, testing::ValuesIn(yaml_files("scenarios")),
                          test_name);
 
@@ -1046,6 +1071,52 @@ TEST(Output, AMissingOutputDirectoryIsRefusedBeforeTheRun) {
   EXPECT_THAT(r.err, HasSubstr("error: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(Output, ResultsAreNeverWrittenOverAFileThatIsNotHdf5) {
+  // `-o` naming the scenario itself (or a CSV of flows, a topology: any file that is not HDF5)
+  // is an input error before the run, and the file is left as it was; an HDF5 file is replaced.
+  const TempDir dir("cli-overwrite");
+  const std::string scenario = dir / "s.yaml";
+  std::filesystem::copy_file(source_path("scenarios/fluid_tcp_incast.yaml"), scenario);
+  const std::string text = read_file(scenario);
+  for (const char* command : {"run", "sweep"}) {
+    const CommandResult r = run_cli(fmt::format("{} {} -q -o {}", command, scenario, scenario));
+    EXPECT_EQ(r.exit_code, 2) << command << r.err;
+    EXPECT_THAT(r.err, HasSubstr("which exists and is not an HDF5 file")) << command;
+    EXPECT_EQ(read_file(scenario), text) << command;
+  }
+  const CommandResult n = run_cli(fmt::format(
+      "nccl-tests --scenario {} -o {} all_reduce_perf -b 1M -e 1M", scenario, scenario));
+  EXPECT_EQ(n.exit_code, 2) << n.err;
+  EXPECT_EQ(read_file(scenario), text);
+  const std::string results = dir / "r.h5";
+  for (int i = 0; i < 2; ++i) {
+    const CommandResult r = run_cli(fmt::format("run {} -q -o {}", scenario, results));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+}
+
+TEST(Output, AScenarioOfMoreThan64KiBIsKeptWhole) {
+  // /meta's `scenario` attribute holds the effective scenario, however long: HDF5 keeps an
+  // attribute in its object's header up to 64 KiB, so /meta keeps its attributes in dense
+  // storage. 2,000 flows written out in the scenario: about 170 KB of text.
+  const TempDir dir("cli-long-scenario");
+  std::string text =
+      "topology: {type: clos, racks: 2, nodes_per_rack: 2, node: {gpus: 4}, leaf: {uplinks: 8}, "
+      "spine: {count: 4}}\nworkloads:\n  - type: flows\n    name: many\n    flows:\n";
+  for (int i = 0; i < 2000; ++i)
+    text += fmt::format("      - {{src: {}, dst: {}, bytes: 1MiB, start: {}ns}}\n", i % 16,
+                        (i + 5) % 16, i);
+  std::ofstream(dir / "long.yaml") << text;
+  const CommandResult r = run_cli(fmt::format("run {} -q -o {}", dir / "long.yaml", dir / "r.h5"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const CommandResult read = run_command(
+      fmt::format("{} -c \"import h5py; print(len(h5py.File('{}')['meta'].attrs['scenario']))\"",
+                  ROCESIM_PYTHON, dir / "r.h5"));
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_GT(std::stoul(read.out), 65536u);
+  EXPECT_EQ(check_results(dir / "r.h5").exit_code, 0);
 }
 
 // ---- the scenario reference ----

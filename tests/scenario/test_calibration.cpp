@@ -125,7 +125,9 @@ TEST(Calibration, ListItemsAreSetByIndexOrByName) {
                                "\nworkloads:\n  - {type: permutation, bytes: 1MiB}\n"
                                "  - {name: second, type: permutation, bytes: 1MiB}\n";
   const Files f = write_files("", scenario);
-  for (const std::string first : {"workloads.0.bytes=3MiB", "workloads[0].bytes=3MiB"}) {
+  // (The first has no name: it runs as permutation0, and is found by that name too.)
+  for (const std::string first : {"workloads.0.bytes=3MiB", "workloads[0].bytes=3MiB",
+                                  "workloads[permutation0].bytes=3MiB"}) {
     scenario::Overrides o;
     o.parameters.push_back(scenario::parse_override(first, "--set"));
     o.parameters.push_back(scenario::parse_override("workloads[second].bytes=5MiB", "--set"));
@@ -139,7 +141,8 @@ TEST(Calibration, ListItemsAreSetByIndexOrByName) {
   };
   for (const Bad& b :
        {Bad{"workloads[third].bytes=1MiB",
-            "expected an item of workloads by index (0 to 1) or by name (0, second)"},
+            "expected an item of workloads by index (0 to 1) or by name (permutation0, second)"},
+        Bad{"events[0].at=1ms", "found no 'events' in the scenario"},
         Bad{"workloads.2.bytes=1MiB", "found '2'"},
         Bad{"workloads.1=1MiB", "a key inside the list item"},
         Bad{"topology[0].x=1", "a list at 'topology' to take an item of"},

@@ -529,6 +529,7 @@ NcclConfig read_nccl(const ParamReader& r, NcclConfig c, bool only_written) {
   // Every key when reading a scenario's section (the table's defaults are the defaults), only
   // the written ones when a workload overrides the scenario's settings.
   auto take = [&](std::string_view key) { return !only_written || r.has(key); };
+  if (only_written) r.record_as_written();
   for (const bool algorithms : {true, false}) {
     const char* key = algorithms ? "NCCL_ALGO" : "NCCL_PROTO";
     if (!take(key)) continue;

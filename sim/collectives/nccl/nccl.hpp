@@ -214,7 +214,8 @@ bool default_pxn(bool rccl, fabric::GpuArch arch, int nranks);
 /// NVIDIA's); the tables written, else the library's (rccl-mi300, newest).
 NcclConfig for_gpus(NcclConfig c, fabric::GpuArch arch);
 /// `base` updated from `section` (a mapping against nccl_table()): every key, defaults
-/// included, or with `only_written` just the keys the section names (a workload's overrides).
+/// included, or with `only_written` just the keys the section names (a workload's overrides,
+/// which the effective scenario records as written).
 NcclConfig read_nccl(const ParamReader& section, NcclConfig base, bool only_written);
 
 }  // namespace rocesim::collectives::nccl
