@@ -153,6 +153,33 @@ TEST(Readme, TheScenarioRunsWhereItSaysToSaveIt) {
   EXPECT_THAT(r.out, HasSubstr("scenario my-study"));
 }
 
+TEST(Docs, TheNcclTestsExampleIsWhatTheCommandPrints) {
+  // docs/nccl-tests.md shows the output of one command: its size rows and average bus
+  // bandwidth must be what that command prints now (they had drifted from the model).
+  const std::string doc = read_file(source_path("docs/nccl-tests.md"));
+  const size_t at = doc.find("$ rocesim nccl-tests --scenario scenarios/nccl_collectives.yaml");
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = doc.find("```", at);
+  ASSERT_NE(end, std::string::npos);
+  const std::string shown = doc.substr(at, end - at);
+  const CommandResult r = run_cli(
+      fmt::format("nccl-tests --scenario {} --no-output all_reduce_perf -b 8 -e 256M -f 32 -n 1 "
+                  "-w 0",
+                  source_path("scenarios/nccl_collectives.yaml")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();  // (nccl-tests pads its header lines)
+    const bool row = !line.empty() && line.front() != '#';
+    if (!row && line.rfind("# Avg bus bandwidth", 0) != 0) continue;
+    rows += row ? 1 : 0;
+    EXPECT_THAT(shown, HasSubstr(line + "\n")) << "not in docs/nccl-tests.md";
+  }
+  EXPECT_EQ(rows, 6);
+}
+
 TEST(Run, StartsOnceMoreForHugePagesWhereTheKernelGivesThemOnRequest) {
   // glibc reads GLIBC_TUNABLES when a process starts, so rocesim starts itself again with
   // glibc.malloc.hugetlb=1 where transparent huge pages are "madvise" (cli/main.cpp). The
