@@ -886,18 +886,21 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
   }
   s.served = given;
   // A full lossy queue drops what arrives beyond what it serves and has room for (drop-tail);
-  // the route hops there lose the same fraction of their arrivals.
-  s.drop = 0;
-  if (need[1] > 0) {
-    const double room = lossy_cap(l) - s.queue[1];
+  // the route hops there lose the same fraction of their arrivals. So does the lossless class
+  // where PFC is off: nothing pauses its senders, and a switch's queue has the same room.
+  s.drop = {};
+  for (const TrafficClass tc : {TrafficClass::Lossless, TrafficClass::Lossy}) {
+    const auto c = static_cast<size_t>(tc);
+    if (need[c] <= 0 || (tc == TrafficClass::Lossless && config_.pfc)) continue;
+    const double room = lossy_cap(l) - s.queue[c];
     double arriving = 0;
     for (uint32_t i = s.begin; i < s.end; ++i) {
-      if (hops_[i].tc == TrafficClass::Lossy) arriving += hops_[i].w * hops_[i].a;
+      if (hops_[i].tc == tc) arriving += hops_[i].w * hops_[i].a;
     }
-    const double allowed = given[1] + std::max(0.0, room) / dt;
+    const double allowed = given[c] + std::max(0.0, room) / dt;
     if (arriving > allowed) {
-      s.drop = (arriving - allowed) / arriving;
-      need[1] -= arriving - allowed;
+      s.drop[c] = (arriving - allowed) / arriving;
+      need[c] -= arriving - allowed;
       moving = true;
     }
   }
@@ -911,7 +914,7 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
   double calm = 1e300, drift = 0;
   for (uint32_t i = s.begin; i < s.end; ++i) {
     Hop& hop = hops_[i];
-    const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+    const double a = hop.a * (1 - s.drop[static_cast<size_t>(hop.tc)]);
     out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
     if (hop.b > 0 && out_[i] > a) calm = std::min(calm, hop.b / (out_[i] - a));
     if (hop.tc != TrafficClass::Control) drift += hop.w * (a - out_[i]);
@@ -942,7 +945,7 @@ double FluidNetwork::pfc_horizon(std::span<const fabric::LinkId> links) {
     double source = 0, total = 0;
     for (uint32_t j = s.begin; j < s.end; ++j) {
       const Hop& hop = hops_[j];
-      const double a = hop.tc == TrafficClass::Lossy ? hop.a * (1 - s.drop) : hop.a;
+      const double a = hop.a * (1 - s.drop[static_cast<size_t>(hop.tc)]);
       const double d = hop.w * (a - out_[j]);
       total += d;
       if (hop.tc != TrafficClass::Lossless) continue;
@@ -1247,7 +1250,7 @@ void FluidNetwork::compute_rates(Time at) {
     double calm = 1e300;
     for (uint32_t i = lo; i < hi; ++i) {
       if (serve(order_[i], dt)) moving = true;
-      eager = eager || links_[order_[i]].drop > 0 || links_[order_[i]].cap <= 0;
+      eager = eager || links_[order_[i]].dropping() || links_[order_[i]].cap <= 0;
       calm = std::min(calm, links_[order_[i]].calm);
     }
     parts_[part].moving = parts_[part].moving || moving;
@@ -1272,7 +1275,7 @@ void FluidNetwork::compute_rates(Time at) {
   double calm = rate_calm_;
   for (uint32_t i = levels_.back(); i < links; ++i) {  // a routing loop's
     if (serve(order_[i], dt)) in_motion = true;
-    eager = eager || links_[order_[i]].drop > 0 || links_[order_[i]].cap <= 0;
+    eager = eager || links_[order_[i]].dropping() || links_[order_[i]].cap <= 0;
     calm = std::min(calm, links_[order_[i]].calm);
   }
   double wake = 1e300;
@@ -1492,7 +1495,7 @@ void FluidNetwork::commit(Time now) {
       for (uint32_t k = 0; k < hops.size(); ++k) {
         const Hop& hop = hops_[hops[k].at];
         const LinkState& s = links_[hops[k].link];
-        const double kept = rs.tc == TrafficClass::Lossy ? 1 - s.drop : 1.0;
+        const double kept = 1 - s.drop[static_cast<size_t>(rs.tc)];
         const double a = k == 0 ? 0 : out_[hops[k - 1].at];
         const double d = std::max(
             0.0, out_[hops[k].at] + s.frac[static_cast<size_t>(rs.tc)] * (a - hop.a) * kept);
@@ -1604,11 +1607,11 @@ bool FluidNetwork::integrate_losses(fabric::LinkId l, Time t, double dt) {
   for (uint32_t i = s.begin; i < s.end; ++i) {
     Hop& hop = hops_[i];
     double a = hop.a;
-    if (hop.tc == TrafficClass::Lossy && s.drop > 0) {
-      // Drop-tail: the bytes are the sender's to send again, and its congestion signal.
+    if (const double drop = s.drop[static_cast<size_t>(hop.tc)]; drop > 0) {
+      // Drop-tail: the bytes are the sender's to send again, and TCP's congestion signal.
       const RouteState& rs = routes_[hop.route];
-      const double lost = hop.a * s.drop * dt;
-      a -= hop.a * s.drop;
+      const double lost = hop.a * drop * dt;
+      a -= hop.a * drop;
       flows_[rs.flow].lost += lost / rs.share;
       lost_any = lost_any || lost > 0;
       if (rs.qp != kNoQp) qps_[rs.qp].dropped += lost;
@@ -1661,7 +1664,7 @@ void FluidNetwork::settle_hops(Time t) {
     std::vector<uint32_t>& found = parts_[part].found;
     for (uint32_t i = lo; i < hi; ++i) {
       LinkState& s = links_[order_[i]];
-      if (s.drop > 0 || s.cap <= 0) {
+      if (s.dropping() || s.cap <= 0) {
         found.push_back(order_[i]);
         continue;
       }
@@ -1682,7 +1685,7 @@ void FluidNetwork::settle_hops(Time t) {
   for (Part& p : parts_) {
     for (const fabric::LinkId l : p.found) {
       const LinkState& s = links_[l];
-      if ((s.drop > 0 || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
+      if ((s.dropping() || s.cap <= 0) && integrate_losses(l, t, dt)) losses = true;
       if (s.marked > 0) {
         for (NetworkObserver* o : observers_)
           o->on_ecn(l, t, s.p * s.marked / config_.packet);
@@ -2035,7 +2038,8 @@ constexpr Param kPfcParams[] = {
     {.key = "enabled",
      .type = ParamType::Boolean,
      .fallback = "true",
-     .help = "pause the lossless class hop by hop (IEEE 802.1Qbb)"},
+     .help = "pause the lossless class hop by hop (IEEE 802.1Qbb); false: its switch queues "
+             "drop at the room a lossy queue has (lossy_alpha, lossy_limit)"},
     {.key = "alpha",
      .type = ParamType::Number,
      .fallback = "0.125",

@@ -245,7 +245,10 @@ class FluidNetwork final : public NetworkModel {
   struct LinkState {
     fabric::NodeId src{}, dst{};  // its sender and receiver (as in the fabric)
     double cap = 0;
-    double drop = 0;  // fraction of the lossy arrivals dropped (a full queue), this interval
+    // Fraction of each class's arrivals dropped (a full queue), this interval: the lossy
+    // class's, and the lossless class's where PFC is off; control never drops.
+    std::array<double, kTrafficClasses> drop{};
+    bool dropping() const { return drop[0] > 0 || drop[1] > 0; }
     uint32_t begin = 0, end = 0;  // its route hops in hops_, rebuilt when routes come and go
     uint32_t pos = kNoIndex;      // its position in order_, or none
     double latency = 0;           // s, the fabric link's

@@ -168,8 +168,24 @@ Study expand_study(const ConfigNode& root, const std::string& file, const std::s
   }
   std::vector<std::vector<std::pair<std::string, ConfigNode>>> explicit_points;
   if (r.has("points")) {
-    for (const ConfigNode& p : r.node("points").items())
+    for (const ConfigNode& p : r.node("points").items()) {
       explicit_points.push_back(read_values(p, true));
+      // Points are crossed with the grid and the zip: a path set by both would override the
+      // axis's values and make points that are all alike.
+      for (const auto& [name, value] : explicit_points.back()) {
+        const auto on = [&](const auto& axes) {
+          return std::any_of(axes.begin(), axes.end(),
+                             [&](const auto& a) { return a.first == name; });
+        };
+        if (on(grid) || on(zip)) {
+          throw InputError(p.key_where(name), config_path(p.path(), name),
+                           fmt::format("a path that is not also an axis of the {} (points are "
+                                       "crossed with it)",
+                                       on(grid) ? "grid" : "zip"),
+                           "'" + name + "'");
+        }
+      }
+    }
   }
   const auto common = r.has("set") ? read_values(r.node("set"), false)
                                    : std::vector<std::pair<std::string, ConfigNode>>{};

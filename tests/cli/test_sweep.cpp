@@ -192,6 +192,14 @@ TEST(Sweep, ABadValueAtAnyPointIsALocatedErrorAndNothingIsWritten) {
   EXPECT_THAT(b.err, HasSubstr("study.yaml:7:3: error: 'zip.routing.scheme': expected a path that "
                                "is not also an axis of the grid"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/s.h5"));
+  // Nor of an explicit point, which is crossed with the grid (it made points all alike).
+  const std::string crossed = write_study(
+      dir, "grid:\n  routing.scheme: [ecmp, e-ecmp]\npoints:\n  - {routing.scheme: pinned}\n");
+  const CommandResult c = run_cli(fmt::format("sweep {} -o {}/s.h5", crossed, dir));
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_THAT(c.err, HasSubstr("'points[0].routing.scheme': expected a path that is not also an "
+                               "axis of the grid"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/s.h5"));
   const std::string good = write_study(dir, kGrid);  // 8 points
   const CommandResult p = run_cli(fmt::format("sweep {} -o {}/s.h5 --points 3-9", good, dir));
   EXPECT_EQ(p.exit_code, 2);

@@ -950,6 +950,43 @@ TEST(FluidNetwork, AShallowBufferLosesTcpsIncastNotRdmas) {
   (void)rdma_deep;
 }
 
+TEST(FluidNetwork, WithoutPfcTheLosslessClassDropsAtTheBufferItHas) {
+  // 16:1 RDMA incast of 1 MiB per sender into one port, 4 MB of leaf buffer, ECN and DCQCN off.
+  // With PFC the senders are paused and nothing is lost. Without it nothing stops them: the
+  // receiver's queue is held at the dynamic threshold lossy_alpha (B - U) = B / 2 = 2 MB (one
+  // queue in use: U = Q, so Q = B - Q), plus at most one step of the other 15 senders' excess
+  // (15 C x 1 us = 0.75 MB), and the rest is dropped; dropped bytes are sent again, so every
+  // flow still delivers its bytes and the port stays busy: the last ends within 2 % of 16 S / C
+  // (a selective repeat: the go-back-N of real RoCE NICs would cost more, docs/models/fluid.md).
+  const fabric::Fabric f = one_leaf(17, "400Gbps", "4MB");
+  const double s = 1 << 20;
+  for (const bool pfc : {true, false}) {
+    FluidConfig c = pfc_only();
+    c.pfc = pfc;
+    FluidNetwork net(f, c);
+    metrics::CongestionRecorder seen(f);
+    net.add_observer(&seen);
+    for (uint32_t i = 0; i < 16; ++i)
+      start(net, walk(f, i, {"leaf0"}, 16), s, i);
+    const auto ends = run(net);
+    ASSERT_EQ(ends.size(), 16u);
+    Time last{};
+    for (const auto& [flow, t] : ends)
+      last = std::max(last, t);
+    seen.finalize(last);
+    const metrics::LinkCongestion& down =
+        seen.links()[link(f, f.find("leaf0"), f.nic_of_gpu(f.gpu(16)))];
+    EXPECT_NEAR(last.in_seconds(), 16 * s / kRate, 0.02 * 16 * s / kRate) << pfc;
+    if (pfc) {
+      EXPECT_EQ(down.drops, 0.0);
+    } else {
+      EXPECT_GT(down.drops, 0.0);
+      EXPECT_LE(down.max_queue, 2e6 + 15 * kRate * 1e-6);
+      EXPECT_GT(down.max_queue, 0.9 * 2e6);
+    }
+  }
+}
+
 TEST(FluidNetwork, QueuesMovedAtComputationsAreThoseMovedAtEveryEvent) {
   // Between two computations the rates hold, so the model moves the queues at computations
   // (and re-times the hops of a sender that stops), unless TCP runs or a link drops, when it
