@@ -2514,6 +2514,9 @@ TEST(NcclParameters, BadValuesAreLocatedErrors) {
   const std::vector<Case> cases = {
       {"collective: broadcast, bytes: 1MiB, root: 16", "root", "a rank index below 16"},
       {"collective: alltoallv, bytes: 1MiB, imbalance: 1.5", "imbalance", "[0, 1)"},
+      // Only an AlltoAll(v) has pairs to make unequal (the key was once accepted and ignored).
+      {"collective: allreduce, bytes: 1MiB, imbalance: 0.5", "imbalance",
+       "no such key unless collective is alltoall"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_IB_SPLIT_DATA_ON_QPS: 2}",
        "NCCL_IB_SPLIT_DATA_ON_QPS", "0 or 1"},
       {"collective: allreduce, bytes: 1MiB, nccl: {NCCL_ALGO: Rings}", "NCCL_ALGO", "Ring"},

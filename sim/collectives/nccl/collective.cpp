@@ -1760,6 +1760,10 @@ std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput
   }
   const double imbalance = in.spec.number("imbalance");
   if (imbalance >= 1) in.spec.fail("imbalance", "a value in [0, 1)", std::to_string(imbalance));
+  if (in.spec.has("imbalance") && c != Collective::AllToAll && c != Collective::AllToAllv) {
+    in.spec.fail("imbalance", "no such key unless collective is alltoall (an AlltoAllv)",
+                 fmt::format("the key, with collective {}", in.spec.choice("collective")));
+  }
   const int64_t bytes = in.spec.bytes("bytes").count();
   if (bytes > kMaxOperationBytes) {
     in.spec.fail("bytes", "a size of at most 1 PiB", format_bytes(Bytes(bytes)));
