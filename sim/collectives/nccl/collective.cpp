@@ -1760,7 +1760,8 @@ std::unique_ptr<engine::Workload> make_nccl_workload(const engine::WorkloadInput
   }
   const double imbalance = in.spec.number("imbalance");
   if (imbalance >= 1) in.spec.fail("imbalance", "a value in [0, 1)", std::to_string(imbalance));
-  if (in.spec.has("imbalance") && c != Collective::AllToAll && c != Collective::AllToAllv) {
+  // (A zero is every collective's default, as the effective scenario writes it.)
+  if (imbalance > 0 && c != Collective::AllToAll && c != Collective::AllToAllv) {
     in.spec.fail("imbalance", "no such key unless collective is alltoall (an AlltoAllv)",
                  fmt::format("the key, with collective {}", in.spec.choice("collective")));
   }
