@@ -172,7 +172,8 @@ Study expand_study(const ConfigNode& root, const std::string& file, const std::s
       explicit_points.push_back(read_values(p, true));
       // Points are crossed with the grid and the zip: a path set by both would override the
       // axis's values and make points that are all alike.
-      for (const auto& [name, value] : explicit_points.back()) {
+      for (const auto& value : explicit_points.back()) {
+        const std::string& name = value.first;  // (a structured binding: not captured by clang 14)
         const auto on = [&](const auto& axes) {
           return std::any_of(axes.begin(), axes.end(),
                              [&](const auto& a) { return a.first == name; });
