@@ -396,6 +396,14 @@ Time ParamReader::time(std::string_view key) const {
                      e.what());
   }
   check_range(p, *n, v);
+  // No run reaches past kMaxTransferPs: a later time (a start, an event) would fail when the
+  // run gets there, far from the key that set it.
+  if (v.count_ps() > kMaxTransferPs) {
+    throw InputError(n->where(), n->path(),
+                     "a time of at most 4.6e6 s (2^62 ps, about 53 days: the latest a run can "
+                     "reach)",
+                     n->describe());
+  }
   return v;
 }
 

@@ -315,10 +315,10 @@ void read_csv(const engine::WorkloadInput& in, TaskGraph& g, routing::EqualCostT
       if (!plain_number(cells[c_start_s].text, v) || !std::isfinite(v)) {
         v = parse_number(cell_node(c_start_s, "start_s"));
       }
-      // The clock counts int64 picoseconds: up to 9.2e6 s, as a `start` with a unit.
-      if (v < 0 || v > 9.2e6) {
+      // The latest a run can reach: 2^62 ps (kMaxTransferPs), as a `start` with a unit.
+      if (v < 0 || v > static_cast<double>(kMaxTransferPs) * 1e-12) {
         const ConfigNode n = cell_node(c_start_s, "start_s");
-        throw InputError(n.where(), "start_s", "a time in seconds from 0 to 9.2e6", n.describe());
+        throw InputError(n.where(), "start_s", "a time in seconds from 0 to 4.6e6", n.describe());
       }
       start = Time::seconds(v);
     } else if (c_start >= 0) {

@@ -232,6 +232,18 @@ TEST_F(ScenarioErrors, StringWhereAnIntegerIsExpected) {
                       .found = "'two'"});
 }
 
+TEST_F(ScenarioErrors, ATimePastTheLatestARunReachesIsLocated) {
+  // A transfer may end at 2^62 ps (4.6e6 s) at the latest: a start past it used to be accepted
+  // and fail when the run got there, blaming the flow's size, with no location.
+  const std::string yaml = edit(kGood, "    bytes: 1MiB", "    bytes: 1MiB\n    start: 9000000s");
+  const Failure f = run_bad(yaml);
+  expect_rejected(f, {.file = f.scenario,
+                      .at = locate(yaml, "start: 9000000s", "9000000s"),
+                      .key = "workloads[0].start",
+                      .expected = "a time of at most 4.6e6 s",
+                      .found = "'9000000s'"});
+}
+
 TEST_F(ScenarioErrors, AnIntegerTooLargeForItsTypeIsNotWrapped) {
   // 4294967297 = 2^32 + 1 would wrap to 1 as a 32-bit integer: checked in the type it is used
   // as (output.compression has no bound of its own)...
@@ -674,7 +686,7 @@ TEST_F(ScenarioErrors, AFluidStepUnderANanosecondIsRefused) {
   // TCP hosts slower or later than any host: runs that never finished, or never ended.
   for (const auto& [key, value, expected] :
        {std::tuple{"host_rate", "1bps", "0 (no bound) or at least 1Mbps"},
-        std::tuple{"host_latency", "9000000s", "at most 1s"}}) {
+        std::tuple{"host_latency", "2s", "at most 1s"}}) {
     const std::string tcp =
         kGood + fmt::format("network:\n  model: fluid\n  tcp:\n    {}: {}\n", key, value);
     const Failure t = run_bad(tcp);
