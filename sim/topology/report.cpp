@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <vector>
 
 namespace rocesim::topology {
 
@@ -21,6 +22,40 @@ int fabric_tier(const fabric::Node& n) {
   if (fabric::is_network_switch(n)) return n.tier;
   return -1;
 }
+/// The lowest tier t such that the NICs and network switches of tiers 0 to t, with the links
+/// between them, connect every NIC; the highest tier if none does before it.
+int lowest_joining_tier(const fabric::Fabric& f) {
+  std::vector<int> tiers;
+  for (const fabric::Node& n : f.nodes()) {
+    if (fabric_tier(n) >= 0) tiers.push_back(fabric_tier(n));
+  }
+  std::sort(tiers.begin(), tiers.end());
+  tiers.erase(std::unique(tiers.begin(), tiers.end()), tiers.end());
+  std::vector<fabric::NodeId> parent(f.node_count());
+  const auto root = [&](fabric::NodeId v) {
+    while (parent[v] != v)
+      v = parent[v] = parent[parent[v]];
+    return v;
+  };
+  for (const int t : tiers) {
+    for (fabric::NodeId v = 0; v < f.node_count(); ++v)
+      parent[v] = v;
+    for (const fabric::Link& l : f.links()) {
+      const int a = fabric_tier(f.node(l.src)), b = fabric_tier(f.node(l.dst));
+      if (a >= 0 && b >= 0 && a <= t && b <= t) parent[root(l.src)] = root(l.dst);
+    }
+    fabric::NodeId first = fabric::kNone;
+    bool one = true;
+    for (fabric::NodeId v = 0; v < f.node_count() && one; ++v) {
+      if (f.node(v).kind != fabric::NodeKind::Nic) continue;
+      if (first == fabric::kNone) first = root(v);
+      one = root(v) == first;
+    }
+    if (one) return t;
+  }
+  return tiers.empty() ? 0 : tiers.back();
+}
+
 }  // namespace
 
 TopologyReport analyze(const fabric::Fabric& f) {
@@ -65,9 +100,14 @@ TopologyReport analyze(const fabric::Fabric& f) {
   }
   // The top tier has no uplinks and no ratio.
   std::erase_if(r.subscription, [](const TierSubscription& t) { return t.up_bps == 0; });
+  // A boundary counts only below the lowest tier whose switches, with those under them,
+  // already join every NIC: above it no traffic between two halves needs to go (a single AI
+  // zone's spines with an aggregation tier over them).
+  const int joined = lowest_joining_tier(f);
   r.bisection_bps = std::numeric_limits<double>::infinity();
-  for (const auto& [tier, cap] : up_capacity)
-    r.bisection_bps = std::min(r.bisection_bps, cap / 2);
+  for (const auto& [tier, cap] : up_capacity) {
+    if (tier < joined) r.bisection_bps = std::min(r.bisection_bps, cap / 2);
+  }
   if (up_capacity.empty()) r.bisection_bps = 0;
   return r;
 }

@@ -183,6 +183,33 @@ spine: {{count: 2}}
   }
 }
 
+TEST(Clos, BisectionIgnoresTiersNoHalfNeedsToReach) {
+  // The same 2 leaves (U = 8: 3.2 T at the leaf tier), one zone, with an aggregation tier over
+  // its 2 spines of 2 x 400G uplinks each (spine tier: 2 x 2 x 400G / 2 = 0.8 T). The spines
+  // already join every leaf: no traffic between two halves goes up to the aggregation tier, so
+  // the bisection stays 3.2 T (it printed 0.8 T before; with several zones the aggregation
+  // tier is the cut). A single leaf: nothing goes up at all, the NICs' 16 x 400G / 2 = 3.2 T.
+  const Fabric zone = test::fabric_from_yaml(R"(
+type: clos
+racks: 2
+nodes_per_rack: 2
+node: {gpus: 8}
+leaf: {uplinks: 8}
+spine: {count: 2}
+aggregation: {count: 2, uplinks: 2}
+)");
+  EXPECT_DOUBLE_EQ(analyze(zone).bisection_bps, 3.2e12);
+  const Fabric leaf = test::fabric_from_yaml(R"(
+type: clos
+racks: 1
+nodes_per_rack: 2
+node: {gpus: 8}
+leaf: {uplinks: 1}
+spine: {count: 1}
+)");
+  EXPECT_DOUBLE_EQ(analyze(leaf).bisection_bps, 3.2e12);
+}
+
 // ---- rail-optimized ----
 
 TEST(RailOptimized, Counts) {
