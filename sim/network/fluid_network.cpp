@@ -911,11 +911,13 @@ std::pair<uint32_t, uint32_t> FluidNetwork::node_part(size_t part, size_t parts)
   }
   // How long this plan holds (the adaptive step): until a hop's backlog empties (its departures
   // would outrun what it holds), or the data queue crosses ECN's thresholds, at these rates.
+  const bool adaptive = this->adaptive();
   double calm = 1e300, drift = 0;
   for (uint32_t i = s.begin; i < s.end; ++i) {
     Hop& hop = hops_[i];
     const double a = hop.a * (1 - s.drop[static_cast<size_t>(hop.tc)]);
     out_[i] = frac[static_cast<size_t>(hop.tc)] * (hop.b / dt + a);
+    if (!adaptive) continue;
     if (hop.b > 0 && out_[i] > a) calm = std::min(calm, hop.b / (out_[i] - a));
     if (hop.tc != TrafficClass::Control) drift += hop.w * (a - out_[i]);
   }
@@ -1270,7 +1272,7 @@ void FluidNetwork::compute_rates(Time at) {
         serve_part(v, part, parts);
     }
   }
-  const bool adaptive = config_.max_step > config_.step;
+  const bool adaptive = this->adaptive();
   bool eager = tcp_;  // (TCP keeps its own step: above)
   double calm = rate_calm_;
   for (uint32_t i = levels_.back(); i < links; ++i) {  // a routing loop's
@@ -1875,7 +1877,7 @@ void FluidNetwork::settle_qps(Time t) {
       QpState& q = qps_[in_use_[i]];
       const double since = now - q.last, before = q.rc;
       if (settle_qp(q, now) && !observers_.empty()) parts_[part].found.push_back(in_use_[i]);
-      if (q.rc != before && since > 0)
+      if (adaptive() && q.rc != before && since > 0)
         calm = std::min(calm, config_.step_tolerance * q.rc * since / std::abs(q.rc - before));
     }
     parts_[part].rate_calm = calm;

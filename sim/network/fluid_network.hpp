@@ -412,6 +412,9 @@ class FluidNetwork final : public NetworkModel {
   /// service rates; true when it has left the last one.
   bool trace(RouteState& rs, double& budget);
   double marking(const LinkState& l, double q) const;
+  /// The step may grow past network.step (max_step above it): the bounds of the adaptive step
+  /// are worked out only then.
+  bool adaptive() const { return config_.max_step > config_.step; }
   /// The adaptive step's bound from PFC: the earliest time an ingress counter of the nodes whose
   /// egress links are `links` reaches its XOFF, or a send queue there the device buffer, at the
   /// rates just planned.

@@ -43,6 +43,10 @@ bool valid_segment(std::string_view s) {
 
 }  // namespace
 
+std::string default_workload_name(std::string_view type, size_t position) {
+  return fmt::format("{}{}", type, position);
+}
+
 std::vector<std::string> split_path(const std::string& path, const SourceLocation& where,
                                     const std::string& key) {
   // Segments are keys of mappings, or items of lists: by index ("workloads.0", "workloads[0]")
@@ -97,7 +101,7 @@ size_t list_item(const ConfigNode& list, const std::string& key, const ParamOver
       return name->value();
     const ConfigNode* type = item.find("type");
     if (list.path() == "workloads" && type != nullptr && type->is_scalar())
-      return fmt::format("{}{}", type->value(), i);
+      return default_workload_name(type->value(), i);
     return {};
   };
   std::string names;

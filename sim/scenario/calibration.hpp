@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/core/config.hpp"
@@ -32,6 +33,10 @@ const ParamTable& calibration_file_table();
 /// the file (for a missing file). Throws InputError.
 std::vector<ParamOverride> read_calibration_file(const std::string& path,
                                                  const ConfigNode* referenced_by = nullptr);
+
+/// The name a workload without `name` runs under, and is addressed by in a path:
+/// `<type><position>` ("permutation0").
+std::string default_workload_name(std::string_view type, size_t position);
 
 /// The keys of a parameter path ("topology.node.nic_efficiency" -> topology, node,
 /// nic_efficiency). Throws InputError (at `where`, under `key`) for an empty or malformed key.

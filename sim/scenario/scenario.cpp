@@ -555,7 +555,8 @@ std::unique_ptr<ScenarioRun> build(const ConfigNode& root, const std::string& fi
                        type->describe());
     }
     const ParamReader w(item, *kind->table, &sink);
-    const std::string name = w.has("name") ? w.string("name") : fmt::format("{}{}", kind->type, i);
+    const std::string name =
+        w.has("name") ? w.string("name") : default_workload_name(kind->type, i);
     if (by_name.count(name) != 0) {
       w.fail(w.has("name") ? "name" : "type", "a name not used by another workload",
              fmt::format("'{}' again", name));
